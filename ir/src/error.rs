@@ -1,0 +1,229 @@
+//! The one error type of the op IR: every invalid input, with the values that make it invalid.
+
+use std::fmt;
+
+use crate::dtype::DType;
+use crate::op::{OpKind, TensorRole};
+use crate::reduction::Reduction;
+
+/// Everything that can be wrong with an op's inputs. Messages are lowercase, name the op
+/// and the offending value and position, and end without a period.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// A dtype name that is not one of the 16 ONNX types.
+    UnknownDType {
+        /// The name given.
+        name: String,
+    },
+    /// A reduction name that is neither canonical nor a known alias.
+    UnknownReduction {
+        /// The name given.
+        name: String,
+    },
+    /// A kernel key string that does not parse.
+    InvalidKey {
+        /// The string given.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A tensor whose rank the op does not accept (too small, too large or unequal to another's).
+    Rank {
+        /// The op.
+        op: OpKind,
+        /// Which input.
+        tensor: TensorRole,
+        /// Its rank.
+        rank: usize,
+        /// What the op expects, in words (`"the rank of data (2)"`, `"at least 1"`).
+        expected: String,
+    },
+    /// An axis outside `[-rank, rank)`.
+    AxisOutOfRange {
+        /// The op.
+        op: OpKind,
+        /// The axis given.
+        axis: i64,
+        /// The rank it is normalized against.
+        rank: usize,
+    },
+    /// A dimension of one tensor that the op requires to be bounded by another's.
+    Shape {
+        /// The op.
+        op: OpKind,
+        /// The tensor whose dimension is wrong.
+        tensor: TensorRole,
+        /// Which dimension.
+        dim: usize,
+        /// Its size.
+        size: usize,
+        /// The relation that fails, as the op states it (`"<="`, `">="`, `"=="`).
+        relation: &'static str,
+        /// The tensor it is compared with.
+        other: TensorRole,
+        /// The size of that tensor's dimension `dim`.
+        other_size: usize,
+    },
+    /// Indices of a non-integer dtype.
+    IndexDType {
+        /// The op.
+        op: OpKind,
+        /// The dtype given.
+        dtype: DType,
+    },
+    /// A tensor whose dtype must equal data's.
+    DTypeMismatch {
+        /// The op.
+        op: OpKind,
+        /// Which tensor.
+        tensor: TensorRole,
+        /// data's dtype.
+        expected: DType,
+        /// Its dtype.
+        actual: DType,
+    },
+    /// A reduction the dtype does not support (SPEC: "Reductions").
+    UnsupportedReduction {
+        /// The op.
+        op: OpKind,
+        /// The reduction.
+        reduction: Reduction,
+        /// The dtype.
+        dtype: DType,
+    },
+    /// A dtype this build cannot compute with for this op.
+    UnsupportedDType {
+        /// The op.
+        op: OpKind,
+        /// The dtype.
+        dtype: DType,
+    },
+    /// An index outside `[-s, s)` along the axis.
+    IndexOutOfBounds {
+        /// The op.
+        op: OpKind,
+        /// The index value as stored (any integer type fits an i128).
+        index: i128,
+        /// Its multi-index in `indices`.
+        position: Vec<usize>,
+        /// The (normalized) axis.
+        axis: usize,
+        /// `data.shape[axis]`.
+        size: usize,
+    },
+    /// A shape whose element or byte count overflows `usize`, or exceeds a set limit.
+    ShapeOverflow {
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// A byte buffer whose length does not match its dtype and shape.
+    BufferSize {
+        /// Bytes needed.
+        expected: usize,
+        /// Bytes given.
+        actual: usize,
+    },
+    /// A strided view that does not fit its buffer, or an output view whose elements overlap.
+    InvalidView {
+        /// Which tensor.
+        tensor: TensorRole,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A bool element whose byte is neither 0 nor 1.
+    InvalidBool {
+        /// Its flat (row-major) position.
+        offset: usize,
+        /// The byte.
+        byte: u8,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::UnknownDType { name } => write!(f, "unknown dtype {name:?}"),
+            Error::UnknownReduction { name } => write!(
+                f,
+                "unknown reduction {name:?} (expected none, add, mul, max, min, mean, sum, prod, multiply, amax or amin)"
+            ),
+            Error::InvalidKey { key, reason } => write!(f, "invalid kernel key {key:?}: {reason}"),
+            Error::Rank {
+                op,
+                tensor,
+                rank,
+                expected,
+            } => write!(f, "{op}: {tensor} has rank {rank}, expected {expected}"),
+            Error::AxisOutOfRange { op, axis, rank } => write!(
+                f,
+                "{op}: axis {axis} is out of range for rank {rank} (expected {} to {})",
+                -(*rank as i64),
+                *rank as i64 - 1
+            ),
+            Error::Shape {
+                op,
+                tensor,
+                dim,
+                size,
+                relation,
+                other,
+                other_size,
+            } => write!(
+                f,
+                "{op}: {tensor}.shape[{dim}] = {size} must be {relation} {other}.shape[{dim}] = {other_size}"
+            ),
+            Error::IndexDType { op, dtype } => write!(
+                f,
+                "{op}: indices have dtype {dtype}, expected an integer dtype"
+            ),
+            Error::DTypeMismatch {
+                op,
+                tensor,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "{op}: {tensor} has dtype {actual}, expected data's dtype {expected}"
+            ),
+            Error::UnsupportedReduction {
+                op,
+                reduction,
+                dtype,
+            } => write!(f, "{op}: reduction {reduction} is not supported for dtype {dtype}"),
+            Error::UnsupportedDType { op, dtype } => {
+                write!(f, "{op}: dtype {dtype} is not supported by this op yet")
+            }
+            Error::IndexOutOfBounds {
+                op,
+                index,
+                position,
+                axis,
+                size,
+            } => {
+                let pos: Vec<String> = position.iter().map(|p| p.to_string()).collect();
+                write!(
+                    f,
+                    "{op}: index {index} at indices[{}] is out of bounds for axis {axis} of size {size}",
+                    pos.join(", ")
+                )
+            }
+            Error::ShapeOverflow { shape } => {
+                write!(f, "shape {shape:?} has more elements or bytes than fit in memory")
+            }
+            Error::BufferSize { expected, actual } => write!(
+                f,
+                "buffer has {actual} bytes, but its dtype and shape need {expected}"
+            ),
+            Error::InvalidView { tensor, reason } => write!(f, "invalid view of {tensor}: {reason}"),
+            Error::InvalidBool { offset, byte } => write!(
+                f,
+                "bool element {offset} has byte {byte}, expected 0 or 1"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

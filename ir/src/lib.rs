@@ -1,0 +1,33 @@
+//! The op IR of scatterjit: what each op means, independent of how it is compiled.
+//!
+//! - [`DType`]: the one table of element types.
+//! - [`Op`], [`Reduction`]: ops and attributes as models state them; [`Op::validate`] checks
+//!   shapes and produces a [`KernelKey`].
+//! - [`Plan`]: a key described as loop nests, the input of the code generator.
+//! - [`interp`]: the reference interpreter, the oracle of every test.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod dtype;
+pub mod element;
+pub mod error;
+pub mod interp;
+pub mod key;
+pub mod loopnest;
+pub mod op;
+pub mod reduction;
+pub mod tensor;
+
+pub use dtype::{DType, DTypeClass};
+pub use element::{Complex128, Complex64, Element};
+pub use error::{Error, Result};
+pub use key::KernelKey;
+pub use loopnest::{
+    Access, Combine, Coord, LoopNest, Operand, PassKind, Plan, Source, OPERAND_SLOTS,
+};
+pub use op::{
+    checked_nbytes, checked_numel, normalize_axis, Meta, Op, OpKind, TensorRole, Validated,
+    MAX_RANK,
+};
+pub use reduction::{MeanAccumulator, Reduction};
+pub use tensor::{row_major_strides, Tensor};

@@ -1,0 +1,455 @@
+//! The ops, their attributes, and shape validation / inference.
+
+use std::fmt;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::key::KernelKey;
+use crate::reduction::Reduction;
+
+/// The largest rank of any one tensor. Gather's output may reach `2 * MAX_RANK - 1`.
+pub const MAX_RANK: usize = 8;
+
+/// The op families, without attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpKind {
+    /// ONNX ScatterElements / Scatter, OpenVINO ScatterElementsUpdate, PyTorch `scatter_`.
+    ScatterElements,
+    /// ONNX GatherElements, PyTorch `gather`.
+    GatherElements,
+    /// ONNX Gather, PyTorch `index_select`.
+    Gather,
+}
+
+impl OpKind {
+    /// The name used in keys and messages (`scatter_elements`, `gather_elements`, `gather`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            OpKind::ScatterElements => "scatter_elements",
+            OpKind::GatherElements => "gather_elements",
+            OpKind::Gather => "gather",
+        }
+    }
+
+    /// Every op kind.
+    pub const ALL: &'static [OpKind] = &[
+        OpKind::ScatterElements,
+        OpKind::GatherElements,
+        OpKind::Gather,
+    ];
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The role a tensor plays in an op; names tensors in messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorRole {
+    /// The tensor read from (gather) or copied and updated (scatter).
+    Data,
+    /// The integer positions along the axis.
+    Indices,
+    /// The values scattered.
+    Updates,
+    /// The result.
+    Output,
+}
+
+impl fmt::Display for TensorRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TensorRole::Data => "data",
+            TensorRole::Indices => "indices",
+            TensorRole::Updates => "updates",
+            TensorRole::Output => "output",
+        })
+    }
+}
+
+/// An op with its attributes, as a model or framework states it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `out = copy(data); out[p[axis := idx[p]]] = combine(out[...], updates[p])`.
+    ScatterElements {
+        /// Axis along which indices point (negative counts from the back).
+        axis: i64,
+        /// How updates combine with the output.
+        reduction: Reduction,
+        /// Whether targeted elements start from data (`true`) or the reduction's identity.
+        use_init_val: bool,
+    },
+    /// `out[p] = data[p[axis := idx[p]]]`.
+    GatherElements {
+        /// Axis along which indices point.
+        axis: i64,
+    },
+    /// `out[a, i, b] = data[a, idx[i], b]`.
+    Gather {
+        /// Axis along which indices point.
+        axis: i64,
+    },
+}
+
+/// The dtype and shape of one operand: all validation needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Meta<'a> {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions, outermost first.
+    pub shape: &'a [usize],
+}
+
+impl<'a> Meta<'a> {
+    /// Bundles a dtype and a shape.
+    pub fn new(dtype: DType, shape: &'a [usize]) -> Self {
+        Meta { dtype, shape }
+    }
+}
+
+/// What validation proves: the kernel key and the output shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Validated {
+    /// The kernel that computes this op on these dtypes and ranks.
+    pub key: KernelKey,
+    /// Shape of the result.
+    pub out_shape: Vec<usize>,
+}
+
+impl Op {
+    /// The op family.
+    pub const fn kind(&self) -> OpKind {
+        match self {
+            Op::ScatterElements { .. } => OpKind::ScatterElements,
+            Op::GatherElements { .. } => OpKind::GatherElements,
+            Op::Gather { .. } => OpKind::Gather,
+        }
+    }
+
+    /// The axis attribute as given.
+    pub const fn axis(&self) -> i64 {
+        match *self {
+            Op::ScatterElements { axis, .. }
+            | Op::GatherElements { axis }
+            | Op::Gather { axis } => axis,
+        }
+    }
+
+    /// Checks dtypes, ranks, axis and shapes against SPEC.md and infers the output shape.
+    /// `updates` is required for ScatterElements and must be `None` otherwise.
+    ///
+    /// ```
+    /// use scatterjit_ir::{DType, Meta, Op, Reduction};
+    /// let op = Op::ScatterElements { axis: -1, reduction: Reduction::Add, use_init_val: true };
+    /// let v = op
+    ///     .validate(
+    ///         Meta::new(DType::F32, &[3, 5]),
+    ///         Meta::new(DType::I64, &[2, 2]),
+    ///         Some(Meta::new(DType::F32, &[2, 4])),
+    ///     )
+    ///     .unwrap();
+    /// assert_eq!(v.key.to_string(), "scatter_elements.f32.i64.r2.a1.add");
+    /// assert_eq!(v.out_shape, [3, 5]);
+    /// ```
+    pub fn validate(
+        &self,
+        data: Meta<'_>,
+        indices: Meta<'_>,
+        updates: Option<Meta<'_>>,
+    ) -> Result<Validated> {
+        let op = self.kind();
+        let r = data.shape.len();
+        let q = indices.shape.len();
+        check_rank(op, TensorRole::Data, r, 1)?;
+        check_rank(op, TensorRole::Indices, q, 0)?;
+        let key = match *self {
+            Op::ScatterElements {
+                axis,
+                reduction,
+                use_init_val,
+            } => KernelKey::scatter_elements(
+                data.dtype,
+                indices.dtype,
+                r,
+                axis,
+                reduction,
+                use_init_val,
+            )?,
+            Op::GatherElements { axis } => {
+                KernelKey::gather_elements(data.dtype, indices.dtype, r, axis)?
+            }
+            Op::Gather { axis } => KernelKey::gather(data.dtype, indices.dtype, r, q, axis)?,
+        };
+        let axis = key.axis();
+        check_size(data)?;
+        check_size(indices)?;
+        let out_shape = match op {
+            OpKind::ScatterElements => {
+                let updates = match updates {
+                    Some(u) => u,
+                    None => {
+                        return Err(Error::Rank {
+                            op,
+                            tensor: TensorRole::Updates,
+                            rank: 0,
+                            expected: "an updates tensor".into(),
+                        })
+                    }
+                };
+                if updates.dtype != data.dtype {
+                    return Err(Error::DTypeMismatch {
+                        op,
+                        tensor: TensorRole::Updates,
+                        expected: data.dtype,
+                        actual: updates.dtype,
+                    });
+                }
+                check_same_rank(op, TensorRole::Indices, q, r)?;
+                check_same_rank(op, TensorRole::Updates, updates.shape.len(), r)?;
+                check_size(updates)?;
+                check_off_axis(op, indices.shape, data.shape, axis)?;
+                for d in 0..r {
+                    if updates.shape[d] < indices.shape[d] {
+                        return Err(Error::Shape {
+                            op,
+                            tensor: TensorRole::Updates,
+                            dim: d,
+                            size: updates.shape[d],
+                            relation: ">=",
+                            other: TensorRole::Indices,
+                            other_size: indices.shape[d],
+                        });
+                    }
+                }
+                data.shape.to_vec()
+            }
+            OpKind::GatherElements => {
+                check_same_rank(op, TensorRole::Indices, q, r)?;
+                check_off_axis(op, indices.shape, data.shape, axis)?;
+                indices.shape.to_vec()
+            }
+            OpKind::Gather => {
+                let mut out = data.shape[..axis].to_vec();
+                out.extend_from_slice(indices.shape);
+                out.extend_from_slice(&data.shape[axis + 1..]);
+                out
+            }
+        };
+        if op != OpKind::ScatterElements && updates.is_some() {
+            return Err(Error::Rank {
+                op,
+                tensor: TensorRole::Updates,
+                rank: updates.map_or(0, |u| u.shape.len()),
+                expected: "no updates tensor".into(),
+            });
+        }
+        check_size(Meta::new(data.dtype, &out_shape))?;
+        Ok(Validated { key, out_shape })
+    }
+}
+
+/// Normalizes an axis against a rank: `[-rank, rank)` maps to `[0, rank)`.
+pub fn normalize_axis(op: OpKind, axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(Error::AxisOutOfRange { op, axis, rank })
+    }
+}
+
+/// Number of elements of `shape`, or an error if it overflows.
+pub fn checked_numel(shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| Error::ShapeOverflow {
+            shape: shape.to_vec(),
+        })
+}
+
+/// Bytes of a contiguous tensor, or an error if they exceed `isize::MAX` (Rust's allocation limit).
+pub fn checked_nbytes(dtype: DType, shape: &[usize]) -> Result<usize> {
+    checked_numel(shape)?
+        .checked_mul(dtype.size().max(1))
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(|| Error::ShapeOverflow {
+            shape: shape.to_vec(),
+        })
+}
+
+fn check_size(t: Meta<'_>) -> Result<()> {
+    checked_nbytes(t.dtype, t.shape).map(|_| ())
+}
+
+fn check_rank(op: OpKind, tensor: TensorRole, rank: usize, min: usize) -> Result<()> {
+    if rank < min || rank > MAX_RANK {
+        return Err(Error::Rank {
+            op,
+            tensor,
+            rank,
+            expected: format!("{min} to {MAX_RANK}"),
+        });
+    }
+    Ok(())
+}
+
+fn check_same_rank(op: OpKind, tensor: TensorRole, rank: usize, data_rank: usize) -> Result<()> {
+    if rank != data_rank {
+        return Err(Error::Rank {
+            op,
+            tensor,
+            rank,
+            expected: format!("the rank of data ({data_rank})"),
+        });
+    }
+    Ok(())
+}
+
+fn check_off_axis(op: OpKind, indices: &[usize], data: &[usize], axis: usize) -> Result<()> {
+    for d in (0..data.len()).filter(|&d| d != axis) {
+        if indices[d] > data[d] {
+            return Err(Error::Shape {
+                op,
+                tensor: TensorRole::Indices,
+                dim: d,
+                size: indices[d],
+                relation: "<=",
+                other: TensorRole::Data,
+                other_size: data[d],
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scatter(axis: i64, r: Reduction) -> Op {
+        Op::ScatterElements {
+            axis,
+            reduction: r,
+            use_init_val: true,
+        }
+    }
+
+    #[test]
+    fn gather_output_shape() {
+        let v = Op::Gather { axis: 1 }
+            .validate(
+                Meta::new(DType::F32, &[2, 3, 4]),
+                Meta::new(DType::I32, &[5, 6]),
+                None,
+            )
+            .unwrap();
+        assert_eq!(v.out_shape, [2, 5, 6, 4]);
+        let v = Op::Gather { axis: 0 }
+            .validate(
+                Meta::new(DType::F32, &[3]),
+                Meta::new(DType::I64, &[]),
+                None,
+            )
+            .unwrap();
+        assert_eq!(v.out_shape, Vec::<usize>::new());
+    }
+
+    #[test]
+    fn scatter_shape_errors() {
+        let e = scatter(0, Reduction::None)
+            .validate(
+                Meta::new(DType::F32, &[3, 3]),
+                Meta::new(DType::I64, &[2, 4]),
+                Some(Meta::new(DType::F32, &[2, 4])),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Shape {
+                    dim: 1,
+                    size: 4,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = scatter(0, Reduction::None)
+            .validate(
+                Meta::new(DType::F32, &[3, 3]),
+                Meta::new(DType::I64, &[2, 3]),
+                Some(Meta::new(DType::F32, &[2, 2])),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Shape {
+                    tensor: TensorRole::Updates,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = scatter(2, Reduction::None)
+            .validate(
+                Meta::new(DType::F32, &[3, 3]),
+                Meta::new(DType::I64, &[2, 3]),
+                Some(Meta::new(DType::F32, &[2, 3])),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::AxisOutOfRange {
+                    axis: 2,
+                    rank: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = scatter(0, Reduction::Max)
+            .validate(
+                Meta::new(DType::Complex64, &[0]),
+                Meta::new(DType::I64, &[0]),
+                Some(Meta::new(DType::Complex64, &[0])),
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::UnsupportedReduction { .. }), "{e}");
+        let e = scatter(0, Reduction::None)
+            .validate(
+                Meta::new(DType::F32, &[3]),
+                Meta::new(DType::F32, &[3]),
+                Some(Meta::new(DType::F32, &[3])),
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::IndexDType { .. }), "{e}");
+    }
+
+    #[test]
+    fn overflowing_shapes_are_errors() {
+        let huge = [usize::MAX / 2, 3];
+        let e = Op::GatherElements { axis: 0 }
+            .validate(
+                Meta::new(DType::F32, &huge),
+                Meta::new(DType::I64, &[1, 1]),
+                None,
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::ShapeOverflow { .. }), "{e}");
+    }
+
+    #[test]
+    fn axis_normalization() {
+        assert_eq!(normalize_axis(OpKind::Gather, -1, 3).unwrap(), 2);
+        assert_eq!(normalize_axis(OpKind::Gather, -3, 3).unwrap(), 0);
+        assert!(normalize_axis(OpKind::Gather, -4, 3).is_err());
+        assert!(normalize_axis(OpKind::Gather, 3, 3).is_err());
+        assert!(normalize_axis(OpKind::Gather, i64::MIN, 3).is_err());
+    }
+}
