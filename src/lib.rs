@@ -1,1 +1,37 @@
+//! scatterjit compiles native kernels for the scatter/gather family of tensor ops at run
+//! time with Cranelift: ONNX ScatterElements / Scatter, OpenVINO ScatterElementsUpdate-12,
+//! PyTorch `scatter_` / `scatter_reduce_`, GatherElements and Gather.
+//!
+//! Each (op, dtype, index dtype, rank, axis, reduction) is a [`KernelKey`]; the op IR
+//! describes it as loop nests ([`ir::Plan`]), one generic lowering turns those into CLIF,
+//! and the native code is cached by key ([`KernelCache`]). Shapes and strides arrive at
+//! call time, so strided views, broadcast scalars and PyTorch's larger `src` need no copy.
+//!
+//! ```
+//! use scatterjit::{Reduction, Tensor};
+//! let data = Tensor::from_slice(&[1, 5], &[1.0f32, 2.0, 3.0, 4.0, 5.0])?;
+//! let indices = Tensor::from_slice(&[1, 2], &[1i64, 1])?;
+//! let updates = Tensor::from_slice(&[1, 2], &[1.1f32, 2.1])?;
+//! let out = scatterjit::scatter_elements(&data, &indices, &updates, 1, Reduction::Add, true)?;
+//! assert_eq!(out.to_vec::<f32>()?, [1.0, 2.0 + 1.1 + 2.1, 3.0, 4.0, 5.0]);
+//! # Ok::<(), scatterjit::Error>(())
+//! ```
+mod abi;
+mod api;
+mod cache;
+mod codegen;
+pub mod error;
+mod jit;
+mod kernel;
+mod mean;
+pub mod npy;
+mod tensor;
 
+pub use api::{explain, gather, gather_elements, run, scatter_, scatter_elements};
+pub use cache::{CacheStats, KernelCache};
+pub use error::{Error, Result};
+pub use jit::Listing;
+pub use kernel::Kernel;
+pub use scatterjit_ir as ir;
+pub use scatterjit_ir::{DType, KernelKey, Op, OpKind, Reduction, Tensor};
+pub use tensor::{TensorView, TensorViewMut};

@@ -109,19 +109,16 @@ impl DType {
     /// Looks a dtype up by its `.npy` descr (`<f4`, `|b1`; `<V2` reads as bf16).
     /// Single-byte types accept `|`, `<` and `=`; wider ones `<` or `=`.
     pub fn from_npy_descr(descr: &str) -> Option<DType> {
-        let canon = match descr.as_bytes().first() {
-            Some(b'=') | Some(b'|') => format!("<{}", &descr[1..]),
-            _ => descr.to_string(),
+        // Byte order marks `=` (native, little here) and `|` (not applicable) read as `<`.
+        let canon = |s: &str| match s.strip_prefix(['=', '|']) {
+            Some(rest) => format!("<{rest}"),
+            None => s.to_string(),
         };
-        DType::ALL.iter().copied().find(|d| {
-            let own = d.npy_descr();
-            let own = if own.starts_with('|') {
-                format!("<{}", &own[1..])
-            } else {
-                own.to_string()
-            };
-            *d != DType::String && own == canon
-        })
+        let wanted = canon(descr);
+        DType::ALL
+            .iter()
+            .copied()
+            .find(|d| *d != DType::String && canon(d.npy_descr()) == wanted)
     }
 }
 

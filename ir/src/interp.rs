@@ -1,1 +1,1045 @@
-//! The reference interpreter (being written).
+//! The reference interpreter: SPEC.md written out plainly, element by element.
+//!
+//! It is the oracle of every test, so it is written for clarity, not speed: it reads the
+//! tensors into typed vectors, walks positions in row-major order exactly as SPEC.md states
+//! the ops, and builds a new output tensor. It never panics; every invalid input is an
+//! [`Error`].
+//!
+//! ```
+//! use scatterjit_ir::{interp, Op, Reduction, Tensor};
+//! let op = Op::ScatterElements { axis: 1, reduction: Reduction::Add, use_init_val: true };
+//! let data = Tensor::from_slice(&[1, 5], &[1.0f32, 2.0, 3.0, 4.0, 5.0]).unwrap();
+//! let indices = Tensor::from_slice(&[1, 2], &[1i64, -4]).unwrap();
+//! let updates = Tensor::from_slice(&[1, 2], &[1.0f32, 2.0]).unwrap();
+//! let out = interp::run(&op, &data, &indices, Some(&updates)).unwrap();
+//! assert_eq!(out.to_vec::<f32>().unwrap(), [1.0, 5.0, 3.0, 4.0, 5.0]);
+//! ```
+
+use half::{bf16, f16};
+
+use crate::dtype::DType;
+use crate::element::{Complex128, Complex64, Element};
+use crate::error::{Error, Result};
+use crate::op::{Op, OpKind, TensorRole, Validated};
+use crate::reduction::Reduction;
+use crate::tensor::Tensor;
+
+/// Runs `op` on owned tensors exactly as SPEC.md states: the oracle of every test.
+///
+/// Validation ([`Op::validate`]) comes first, then every index is checked in row-major order
+/// of `indices` (the first bad one is reported as [`Error::IndexOutOfBounds`]), and only then
+/// is the output computed. `updates` is required for ScatterElements and must be `None` for
+/// the gather ops.
+pub fn run(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -> Result<Tensor> {
+    let validated = op.validate(data.meta(), indices.meta(), updates.map(|u| u.meta()))?;
+    let axis = validated.key.axis();
+    let positions = normalized_indices(op.kind(), indices, axis, data.shape()[axis])?;
+    let inputs = Inputs {
+        validated: &validated,
+        data,
+        index_shape: indices.shape(),
+        positions: &positions,
+        updates,
+    };
+    macro_rules! dispatch {
+        ($($variant:ident => $t:ty),* $(,)?) => {
+            match data.dtype() {
+                $( DType::$variant => run_typed::<$t>(&inputs), )*
+                DType::String => Err(Error::UnsupportedDType {
+                    op: op.kind(),
+                    dtype: DType::String,
+                }),
+            }
+        };
+    }
+    dispatch! {
+        F16 => f16, BF16 => bf16, F32 => f32, F64 => f64,
+        I8 => i8, I16 => i16, I32 => i32, I64 => i64,
+        U8 => u8, U16 => u16, U32 => u32, U64 => u64,
+        Bool => bool, Complex64 => Complex64, Complex128 => Complex128,
+    }
+}
+
+/// Everything the typed part needs, after validation and the index check.
+struct Inputs<'a> {
+    validated: &'a Validated,
+    data: &'a Tensor,
+    index_shape: &'a [usize],
+    /// `normalize(indices[p], s)` for every position `p`, in row-major order of `indices`.
+    positions: &'a [usize],
+    updates: Option<&'a Tensor>,
+}
+
+/// `normalize(k, s)` of SPEC.md: `k + s` for negative `k`, valid iff the result is in `[0, s)`.
+fn normalize(k: i128, s: usize) -> Option<usize> {
+    let s = s as i128;
+    let k = if k < 0 { k + s } else { k };
+    if (0..s).contains(&k) {
+        Some(k as usize)
+    } else {
+        None
+    }
+}
+
+/// Reads every index widened to i128 and normalizes it against `size`, in row-major order;
+/// the first index out of bounds is the error.
+fn normalized_indices(
+    op: OpKind,
+    indices: &Tensor,
+    axis: usize,
+    size: usize,
+) -> Result<Vec<usize>> {
+    fn widen<T: Element + Into<i128>>(indices: &Tensor) -> Result<Vec<i128>> {
+        Ok(indices.to_vec::<T>()?.into_iter().map(Into::into).collect())
+    }
+    let raw = match indices.dtype() {
+        DType::I8 => widen::<i8>(indices)?,
+        DType::I16 => widen::<i16>(indices)?,
+        DType::I32 => widen::<i32>(indices)?,
+        DType::I64 => widen::<i64>(indices)?,
+        DType::U8 => widen::<u8>(indices)?,
+        DType::U16 => widen::<u16>(indices)?,
+        DType::U32 => widen::<u32>(indices)?,
+        DType::U64 => widen::<u64>(indices)?,
+        dtype => return Err(Error::IndexDType { op, dtype }),
+    };
+    raw.iter()
+        .enumerate()
+        .map(|(flat, &index)| {
+            normalize(index, size).ok_or_else(|| Error::IndexOutOfBounds {
+                op,
+                index,
+                position: unravel(flat, indices.shape()),
+                axis,
+                size,
+            })
+        })
+        .collect()
+}
+
+/// The multi-index of row-major offset `flat` in `shape`.
+fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut position = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        if shape[d] > 0 {
+            position[d] = flat % shape[d];
+            flat /= shape[d];
+        }
+    }
+    position
+}
+
+/// The flat offset of `position` under `strides`.
+fn offset(position: &[usize], strides: &[usize]) -> usize {
+    position.iter().zip(strides).map(|(p, s)| p * s).sum()
+}
+
+fn run_typed<T: Arith>(inputs: &Inputs<'_>) -> Result<Tensor> {
+    let out = match inputs.validated.key.kind() {
+        OpKind::ScatterElements => scatter_elements::<T>(inputs)?,
+        OpKind::GatherElements => gather_elements::<T>(inputs)?,
+        OpKind::Gather => gather::<T>(inputs)?,
+    };
+    Tensor::from_slice(&inputs.validated.out_shape, &out)
+}
+
+/// `out = copy(data)`; for every position `p` of indices in row-major order:
+/// `out[p[axis := k]] = combine(out[p[axis := k]], updates[p])`.
+fn scatter_elements<T: Arith>(inputs: &Inputs<'_>) -> Result<Vec<T>> {
+    let key = &inputs.validated.key;
+    let (op, dtype, axis) = (key.kind(), key.dtype(), key.axis());
+    let reduction = key.reduction();
+    let updates_tensor = inputs.updates.ok_or(Error::Rank {
+        op,
+        tensor: TensorRole::Updates,
+        rank: 0,
+        expected: "an updates tensor".into(),
+    })?;
+    let data = inputs.data.to_vec::<T>()?;
+    let updates = updates_tensor.to_vec::<T>()?;
+    let data_strides = inputs.data.strides();
+    let updates_strides = updates_tensor.strides();
+
+    // (target offset in out, offset in updates) for every position p, in row-major order.
+    let pairs: Vec<(usize, usize)> = inputs
+        .positions
+        .iter()
+        .enumerate()
+        .map(|(flat, &k)| {
+            let mut p = unravel(flat, inputs.index_shape);
+            let from = offset(&p, &updates_strides);
+            p[axis] = k;
+            (offset(&p, &data_strides), from)
+        })
+        .collect();
+
+    let mut out = data.clone();
+    let unsupported = Error::UnsupportedReduction {
+        op,
+        reduction,
+        dtype,
+    };
+    if reduction == Reduction::Mean {
+        // Every targeted element's updates, in row-major order of indices.
+        let mut hits: Vec<Vec<T>> = vec![Vec::new(); out.len()];
+        for &(target, from) in &pairs {
+            hits[target].push(updates[from]);
+        }
+        for (target, list) in hits.iter().enumerate() {
+            if !list.is_empty() {
+                let start = key.use_init_val().then_some(data[target]);
+                out[target] = T::mean(start, list).ok_or_else(|| unsupported.clone())?;
+            }
+        }
+        return Ok(out);
+    }
+    if !key.use_init_val() && reduction != Reduction::None {
+        let identity = reduction
+            .identity_bytes(dtype)
+            .ok_or_else(|| unsupported.clone())?;
+        let identity = T::read_le(&identity);
+        for &(target, _) in &pairs {
+            out[target] = identity;
+        }
+    }
+    for &(target, from) in &pairs {
+        let (o, u) = (out[target], updates[from]);
+        out[target] = match reduction {
+            Reduction::None => u,
+            Reduction::Add => o.add(u),
+            Reduction::Mul => o.mul(u),
+            Reduction::Max => o.maximum(u).ok_or_else(|| unsupported.clone())?,
+            Reduction::Min => o.minimum(u).ok_or_else(|| unsupported.clone())?,
+            Reduction::Mean => return Err(unsupported),
+        };
+    }
+    Ok(out)
+}
+
+/// `out[p] = data[p[axis := normalize(indices[p])]]`, with the shape of indices.
+fn gather_elements<T: Arith>(inputs: &Inputs<'_>) -> Result<Vec<T>> {
+    let axis = inputs.validated.key.axis();
+    let data = inputs.data.to_vec::<T>()?;
+    let strides = inputs.data.strides();
+    Ok(inputs
+        .positions
+        .iter()
+        .enumerate()
+        .map(|(flat, &k)| {
+            let mut p = unravel(flat, inputs.index_shape);
+            p[axis] = k;
+            data[offset(&p, &strides)]
+        })
+        .collect())
+}
+
+/// `out[a, i, b] = data[a, normalize(indices[i]), b]`, where `a` ranges over the dims of data
+/// before the axis, `i` over indices and `b` over the dims of data after the axis.
+fn gather<T: Arith>(inputs: &Inputs<'_>) -> Result<Vec<T>> {
+    let axis = inputs.validated.key.axis();
+    let shape = inputs.data.shape();
+    let data = inputs.data.to_vec::<T>()?;
+    let outer: usize = shape[..axis].iter().product();
+    let s = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let mut out = Vec::with_capacity(outer * inputs.positions.len() * inner);
+    for a in 0..outer {
+        for &k in inputs.positions {
+            for b in 0..inner {
+                out.push(data[(a * s + k) * inner + b]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The arithmetic of SPEC.md's reduction table, for one element type.
+trait Arith: Element {
+    /// add / sum: floats in the type (f16/bf16 via f32), integers wrap, bool OR.
+    fn add(self, other: Self) -> Self;
+    /// mul / prod: floats in the type (f16/bf16 via f32), integers wrap, bool AND.
+    fn mul(self, other: Self) -> Self;
+    /// IEEE 754-2019 `maximum`, plain max for integers, OR for bool; `None` for complex.
+    fn maximum(self, other: Self) -> Option<Self>;
+    /// IEEE 754-2019 `minimum`, plain min for integers, AND for bool; `None` for complex.
+    fn minimum(self, other: Self) -> Option<Self>;
+    /// The mean of `start` (data, when `use_init_val`) and `updates`, summed in order in the
+    /// accumulator type of [`Reduction::mean_accumulator`]; `None` for bool and complex.
+    fn mean(start: Option<Self>, updates: &[Self]) -> Option<Self>;
+}
+
+/// IEEE 754-2019 `maximum` on f32: NaN wins (the first NaN operand), then the larger value,
+/// and of two equal zeros the positive one.
+fn maximum_f32(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() {
+        b
+    } else if a > b {
+        a
+    } else if b > a {
+        b
+    } else if a.is_sign_positive() {
+        a
+    } else {
+        b
+    }
+}
+
+/// IEEE 754-2019 `minimum` on f32: NaN wins, then the smaller value, and of two equal zeros
+/// the negative one.
+fn minimum_f32(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() {
+        b
+    } else if a < b {
+        a
+    } else if b < a {
+        b
+    } else if a.is_sign_negative() {
+        a
+    } else {
+        b
+    }
+}
+
+/// [`maximum_f32`] on f64.
+fn maximum_f64(a: f64, b: f64) -> f64 {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() {
+        b
+    } else if a > b {
+        a
+    } else if b > a {
+        b
+    } else if a.is_sign_positive() {
+        a
+    } else {
+        b
+    }
+}
+
+/// [`minimum_f32`] on f64.
+fn minimum_f64(a: f64, b: f64) -> f64 {
+    if a.is_nan() {
+        a
+    } else if b.is_nan() {
+        b
+    } else if a < b {
+        a
+    } else if b < a {
+        b
+    } else if a.is_sign_negative() {
+        a
+    } else {
+        b
+    }
+}
+
+impl Arith for f32 {
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+    fn mul(self, other: Self) -> Self {
+        self * other
+    }
+    fn maximum(self, other: Self) -> Option<Self> {
+        Some(maximum_f32(self, other))
+    }
+    fn minimum(self, other: Self) -> Option<Self> {
+        Some(minimum_f32(self, other))
+    }
+    fn mean(start: Option<Self>, updates: &[Self]) -> Option<Self> {
+        let mut acc = start.unwrap_or(-0.0);
+        for &u in updates {
+            acc += u;
+        }
+        let divisor = updates.len() + usize::from(start.is_some());
+        Some(acc / divisor as f32)
+    }
+}
+
+impl Arith for f64 {
+    fn add(self, other: Self) -> Self {
+        self + other
+    }
+    fn mul(self, other: Self) -> Self {
+        self * other
+    }
+    fn maximum(self, other: Self) -> Option<Self> {
+        Some(maximum_f64(self, other))
+    }
+    fn minimum(self, other: Self) -> Option<Self> {
+        Some(minimum_f64(self, other))
+    }
+    fn mean(start: Option<Self>, updates: &[Self]) -> Option<Self> {
+        let mut acc = start.unwrap_or(-0.0);
+        for &u in updates {
+            acc += u;
+        }
+        let divisor = updates.len() + usize::from(start.is_some());
+        Some(acc / divisor as f64)
+    }
+}
+
+/// f16 and bf16: every combine in f32, rounded once to the 16-bit type; means accumulate in
+/// f32 and round once at the end.
+macro_rules! half_arith {
+    ($($t:ty),*) => {$(
+        impl Arith for $t {
+            fn add(self, other: Self) -> Self {
+                <$t>::from_f32(self.to_f32() + other.to_f32())
+            }
+            fn mul(self, other: Self) -> Self {
+                <$t>::from_f32(self.to_f32() * other.to_f32())
+            }
+            fn maximum(self, other: Self) -> Option<Self> {
+                Some(<$t>::from_f32(maximum_f32(self.to_f32(), other.to_f32())))
+            }
+            fn minimum(self, other: Self) -> Option<Self> {
+                Some(<$t>::from_f32(minimum_f32(self.to_f32(), other.to_f32())))
+            }
+            fn mean(start: Option<Self>, updates: &[Self]) -> Option<Self> {
+                let mut acc = start.map_or(-0.0, <$t>::to_f32);
+                for &u in updates {
+                    acc += u.to_f32();
+                }
+                let divisor = updates.len() + usize::from(start.is_some());
+                Some(<$t>::from_f32(acc / divisor as f32))
+            }
+        }
+    )*};
+}
+
+half_arith!(f16, bf16);
+
+/// Integers: wrapping add and mul, plain max and min; means sum in `$acc` (i64 for up to
+/// 32 bits, i128 for 64) and round toward negative infinity.
+macro_rules! int_arith {
+    ($($t:ty => $acc:ty),* $(,)?) => {$(
+        impl Arith for $t {
+            fn add(self, other: Self) -> Self {
+                self.wrapping_add(other)
+            }
+            fn mul(self, other: Self) -> Self {
+                self.wrapping_mul(other)
+            }
+            fn maximum(self, other: Self) -> Option<Self> {
+                Some(Ord::max(self, other))
+            }
+            fn minimum(self, other: Self) -> Option<Self> {
+                Some(Ord::min(self, other))
+            }
+            fn mean(start: Option<Self>, updates: &[Self]) -> Option<Self> {
+                let mut acc = start.map_or(0, <$acc>::from);
+                for &u in updates {
+                    acc = acc.wrapping_add(<$acc>::from(u));
+                }
+                let divisor = (updates.len() + usize::from(start.is_some())) as $acc;
+                if divisor <= 0 {
+                    return start;
+                }
+                // The floor of a mean of values of the type always fits the type.
+                Some(acc.div_euclid(divisor) as $t)
+            }
+        }
+    )*};
+}
+
+int_arith! {
+    i8 => i64, i16 => i64, i32 => i64, u8 => i64, u16 => i64, u32 => i64,
+    i64 => i128, u64 => i128,
+}
+
+impl Arith for bool {
+    fn add(self, other: Self) -> Self {
+        self || other
+    }
+    fn mul(self, other: Self) -> Self {
+        self && other
+    }
+    fn maximum(self, other: Self) -> Option<Self> {
+        Some(self || other)
+    }
+    fn minimum(self, other: Self) -> Option<Self> {
+        Some(self && other)
+    }
+    fn mean(_: Option<Self>, _: &[Self]) -> Option<Self> {
+        None
+    }
+}
+
+/// Complex: componentwise add; the schoolbook product in exactly this expression order (no
+/// fused multiply-add); max, min and mean are undefined.
+macro_rules! complex_arith {
+    ($($t:ident),*) => {$(
+        impl Arith for $t {
+            fn add(self, other: Self) -> Self {
+                $t {
+                    re: self.re + other.re,
+                    im: self.im + other.im,
+                }
+            }
+            fn mul(self, other: Self) -> Self {
+                $t {
+                    re: self.re * other.re - self.im * other.im,
+                    im: self.re * other.im + self.im * other.re,
+                }
+            }
+            fn maximum(self, _: Self) -> Option<Self> {
+                None
+            }
+            fn minimum(self, _: Self) -> Option<Self> {
+                None
+            }
+            fn mean(_: Option<Self>, _: &[Self]) -> Option<Self> {
+                None
+            }
+        }
+    )*};
+}
+
+complex_arith!(Complex64, Complex128);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scatter(axis: i64, reduction: Reduction, use_init_val: bool) -> Op {
+        Op::ScatterElements {
+            axis,
+            reduction,
+            use_init_val,
+        }
+    }
+
+    fn t<T: Element>(shape: &[usize], values: &[T]) -> Tensor {
+        Tensor::from_slice(shape, values).unwrap()
+    }
+
+    /// Scatters 1-D `updates` at 1-D `indices` (i64) into 1-D `data` along axis 0.
+    fn scatter_1d<T: Element>(
+        reduction: Reduction,
+        use_init_val: bool,
+        data: &[T],
+        indices: &[i64],
+        updates: &[T],
+    ) -> Vec<T> {
+        let out = run(
+            &scatter(0, reduction, use_init_val),
+            &t(&[data.len()], data),
+            &t(&[indices.len()], indices),
+            Some(&t(&[updates.len()], updates)),
+        )
+        .unwrap();
+        out.to_vec::<T>().unwrap()
+    }
+
+    fn h(v: f32) -> f16 {
+        f16::from_f32(v)
+    }
+
+    #[test]
+    fn none_assigns_and_last_duplicate_wins() {
+        let out = scatter_1d(Reduction::None, true, &[0i32; 4], &[1, 3, 1], &[7, 8, 9]);
+        assert_eq!(out, [0, 9, 0, 8]);
+        // use_init_val has no effect with none.
+        let out = scatter_1d(Reduction::None, false, &[5i32; 4], &[1], &[7]);
+        assert_eq!(out, [5, 7, 5, 5]);
+    }
+
+    #[test]
+    fn integer_add_and_mul_wrap() {
+        assert_eq!(
+            scatter_1d(Reduction::Add, true, &[127i8, 0], &[0], &[1]),
+            [-128, 0]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Mul, true, &[16u8, 3], &[0, 1], &[16, 5]),
+            [0, 15]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Add, true, &[u64::MAX], &[0], &[2]),
+            [1]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Mul, true, &[i64::MIN], &[0], &[-1]),
+            [i64::MIN]
+        );
+    }
+
+    #[test]
+    fn integer_max_min() {
+        assert_eq!(
+            scatter_1d(Reduction::Max, true, &[3i16, 3], &[0, 1, 0], &[5, -7, 4]),
+            [5, 3]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Min, true, &[3u32, 3], &[0, 1], &[5, 1]),
+            [3, 1]
+        );
+    }
+
+    #[test]
+    fn use_init_val_false_starts_from_the_identity_and_keeps_untouched_elements() {
+        let data = [100i32, 100, 100];
+        assert_eq!(
+            scatter_1d(Reduction::Add, false, &data, &[0, 0], &[1, 2]),
+            [3, 100, 100]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Mul, false, &data, &[2, 2], &[3, 4]),
+            [100, 100, 12]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Max, false, &data, &[1], &[-5]),
+            [100, -5, 100]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Min, false, &data, &[1], &[500]),
+            [100, 500, 100]
+        );
+        let out = scatter_1d(Reduction::Max, false, &[5.0f32, 5.0], &[0], &[1.0]);
+        assert_eq!(out, [1.0, 5.0]);
+        // The float additive identity is -0.0, so -0.0 alone sums to -0.0.
+        let out = scatter_1d(Reduction::Add, false, &[7.0f64], &[0], &[-0.0]);
+        assert!(out[0] == 0.0 && out[0].is_sign_negative());
+        // With use_init_val, +7 + -7 is +0.
+        let out = scatter_1d(Reduction::Add, true, &[7.0f64], &[0], &[-7.0]);
+        assert!(out[0] == 0.0 && out[0].is_sign_positive());
+    }
+
+    #[test]
+    fn bool_reductions() {
+        let data = [false, true];
+        assert_eq!(
+            scatter_1d(Reduction::Add, true, &data, &[0, 1], &[true, false]),
+            [true, true]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Mul, true, &data, &[0, 1], &[true, false]),
+            [false, false]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Max, true, &data, &[0, 1], &[true, false]),
+            [true, true]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Min, true, &data, &[0, 1], &[true, false]),
+            [false, false]
+        );
+        // Identities: OR starts from false, AND from true.
+        assert_eq!(
+            scatter_1d(Reduction::Add, false, &[true, true], &[0], &[false]),
+            [false, true]
+        );
+        assert_eq!(
+            scatter_1d(Reduction::Min, false, &[false, false], &[0], &[true]),
+            [true, false]
+        );
+    }
+
+    #[test]
+    fn complex_add_and_mul() {
+        let c = |re, im| Complex64 { re, im };
+        assert_eq!(
+            scatter_1d(Reduction::Mul, true, &[c(1.0, 2.0)], &[0], &[c(3.0, 4.0)]),
+            [c(-5.0, 10.0)]
+        );
+        assert_eq!(
+            scatter_1d(
+                Reduction::Add,
+                true,
+                &[c(1.0, 2.0)],
+                &[0, 0],
+                &[c(3.0, 4.0), c(0.5, 0.5)]
+            ),
+            [c(4.5, 6.5)]
+        );
+        let c = |re, im| Complex128 { re, im };
+        assert_eq!(
+            scatter_1d(Reduction::Mul, false, &[c(9.0, 9.0)], &[0], &[c(3.0, 4.0)]),
+            [c(3.0, 4.0)]
+        );
+        let e = run(
+            &scatter(0, Reduction::Max, true),
+            &t(&[1], &[c(1.0, 0.0)]),
+            &t(&[1], &[0i64]),
+            Some(&t(&[1], &[c(1.0, 0.0)])),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::UnsupportedReduction { .. }), "{e}");
+    }
+
+    #[test]
+    fn signed_zeros_in_max_and_min() {
+        for (a, b) in [(-0.0f32, 0.0f32), (0.0, -0.0)] {
+            let max = scatter_1d(Reduction::Max, true, &[a], &[0], &[b])[0];
+            assert!(max == 0.0 && max.is_sign_positive(), "max({a}, {b})");
+            let min = scatter_1d(Reduction::Min, true, &[a], &[0], &[b])[0];
+            assert!(min == 0.0 && min.is_sign_negative(), "min({a}, {b})");
+        }
+        for (a, b) in [(-0.0f64, 0.0f64), (0.0, -0.0)] {
+            assert!(scatter_1d(Reduction::Max, true, &[a], &[0], &[b])[0].is_sign_positive());
+            assert!(scatter_1d(Reduction::Min, true, &[a], &[0], &[b])[0].is_sign_negative());
+        }
+        let (nz, pz) = (bf16::from_f32(-0.0), bf16::from_f32(0.0));
+        assert!(scatter_1d(Reduction::Max, true, &[nz], &[0], &[pz])[0].is_sign_positive());
+        assert!(scatter_1d(Reduction::Min, true, &[pz], &[0], &[nz])[0].is_sign_negative());
+    }
+
+    #[test]
+    fn nan_wins_max_and_min() {
+        for r in [Reduction::Max, Reduction::Min] {
+            let out = scatter_1d(r, true, &[1.0f32, f32::NAN], &[0, 1], &[f32::NAN, 1.0]);
+            assert!(out[0].is_nan() && out[1].is_nan(), "{r}");
+            // NaN stays, whatever comes after it.
+            let out = scatter_1d(r, true, &[1.0f64], &[0, 0], &[f64::NAN, 5.0]);
+            assert!(out[0].is_nan(), "{r}");
+            let out = scatter_1d(r, true, &[h(1.0)], &[0], &[f16::NAN]);
+            assert!(out[0].is_nan(), "{r}");
+            let out = scatter_1d(r, false, &[h(1.0)], &[0], &[f16::NAN]);
+            assert!(out[0].is_nan(), "{r}");
+        }
+        // Infinities are ordinary values.
+        let out = scatter_1d(Reduction::Max, false, &[0.0f32], &[0], &[f32::NEG_INFINITY]);
+        assert_eq!(out, [f32::NEG_INFINITY]);
+    }
+
+    #[test]
+    fn half_precision_rounds_every_combine() {
+        // 2048 + 1 rounds back to 2048 in f16, eight times over.
+        let out = scatter_1d(Reduction::Add, true, &[h(2048.0)], &[0; 8], &[h(1.0); 8]);
+        assert_eq!(out, [h(2048.0)]);
+        let b = bf16::from_f32;
+        let out = scatter_1d(Reduction::Add, true, &[b(256.0)], &[0; 4], &[b(1.0); 4]);
+        assert_eq!(out, [b(256.0)]);
+        let out = scatter_1d(Reduction::Mul, true, &[h(1.5)], &[0], &[h(3.0)]);
+        assert_eq!(out, [h(4.5)]);
+        let out = scatter_1d(
+            Reduction::Max,
+            true,
+            &[h(1.5), h(1.5)],
+            &[0, 1],
+            &[h(3.0), h(-3.0)],
+        );
+        assert_eq!(out, [h(3.0), h(1.5)]);
+    }
+
+    #[test]
+    fn half_precision_mean_accumulates_in_f32() {
+        // (2048 + 8 * 1) / 9 computed in f32, then rounded once to f16.
+        let out = scatter_1d(Reduction::Mean, true, &[h(2048.0)], &[0; 8], &[h(1.0); 8]);
+        assert_eq!(out, [h(2056.0 / 9.0)]);
+        let out = scatter_1d(Reduction::Mean, false, &[h(5.0)], &[0; 8], &[h(2048.0); 8]);
+        assert_eq!(out, [h(2048.0)]);
+    }
+
+    #[test]
+    fn integer_mean_is_exact_and_floors() {
+        // PyTorch and OpenVINO wrap in i8 and give 14; SPEC: 100.
+        let out = scatter_1d(Reduction::Mean, false, &[0i8], &[0, 0, 0], &[100, 100, 100]);
+        assert_eq!(out, [100]);
+        // With use_init_val the data element counts: (1 + -2) / 2 = -0.5, floored to -1.
+        let out = scatter_1d(Reduction::Mean, true, &[1i32, 9], &[0], &[-2]);
+        assert_eq!(out, [-1, 9]);
+        let out = scatter_1d(Reduction::Mean, false, &[0i32], &[0, 0], &[-1, -2]);
+        assert_eq!(out, [-2]);
+        let out = scatter_1d(Reduction::Mean, false, &[0u8], &[0, 0], &[255, 254]);
+        assert_eq!(out, [254]);
+        let out = scatter_1d(
+            Reduction::Mean,
+            true,
+            &[u64::MAX],
+            &[0, 0],
+            &[u64::MAX, u64::MAX],
+        );
+        assert_eq!(out, [u64::MAX]);
+        let out = scatter_1d(
+            Reduction::Mean,
+            false,
+            &[0i64],
+            &[0, 0],
+            &[i64::MIN, i64::MIN],
+        );
+        assert_eq!(out, [i64::MIN]);
+        let out = scatter_1d(
+            Reduction::Mean,
+            false,
+            &[0i64],
+            &[0, 0],
+            &[i64::MIN, i64::MAX],
+        );
+        assert_eq!(out, [-1]);
+    }
+
+    #[test]
+    fn float_mean() {
+        let out = scatter_1d(Reduction::Mean, true, &[1.0f32, 7.0], &[0, 0], &[2.0, 3.0]);
+        assert_eq!(out, [2.0, 7.0]);
+        let out = scatter_1d(Reduction::Mean, false, &[1.0f64, 7.0], &[0, 0], &[2.0, 3.0]);
+        assert_eq!(out, [2.5, 7.0]);
+        let out = scatter_1d(Reduction::Mean, false, &[1.0f32], &[0], &[-0.0]);
+        assert!(out[0] == 0.0 && out[0].is_sign_negative());
+        let e = run(
+            &scatter(0, Reduction::Mean, true),
+            &t(&[1], &[true]),
+            &t(&[0], &[0i64; 0]),
+            Some(&t(&[0], &[true; 0])),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::UnsupportedReduction { .. }), "{e}");
+    }
+
+    #[test]
+    fn scatter_along_each_axis_with_negative_indices() {
+        // ONNX Example 1 (axis 0) with indices written as negatives where possible.
+        let data = t(&[3, 3], &[0.0f32; 9]);
+        let indices = t(&[2, 3], &[-2i32, 0, -1, 0, 2, -2]);
+        let updates = t(&[2, 3], &[1.0f32, 1.1, 1.2, 2.0, 2.1, 2.2]);
+        let out = run(
+            &scatter(0, Reduction::None, true),
+            &data,
+            &indices,
+            Some(&updates),
+        )
+        .unwrap();
+        assert_eq!(
+            out.to_vec::<f32>().unwrap(),
+            [2.0, 1.1, 0.0, 1.0, 0.0, 2.2, 0.0, 2.1, 1.2]
+        );
+        // Axis -1 of a rank-3 tensor.
+        let data = t(&[2, 1, 3], &[0u16; 6]);
+        let indices = t(&[2, 1, 1], &[-1i8, 0]);
+        let updates = t(&[2, 1, 1], &[5u16, 6]);
+        let out = run(
+            &scatter(-1, Reduction::None, true),
+            &data,
+            &indices,
+            Some(&updates),
+        )
+        .unwrap();
+        assert_eq!(out.to_vec::<u16>().unwrap(), [0, 0, 5, 6, 0, 0]);
+    }
+
+    #[test]
+    fn updates_larger_than_indices_are_read_at_the_same_position() {
+        // PyTorch: src = arange(1, 11).reshape(2, 5), index = [[0, 1, 2], [0, 1, 4]], dim 1.
+        let src: Vec<i64> = (1..=10).collect();
+        let out = run(
+            &scatter(1, Reduction::None, true),
+            &t(&[3, 5], &[0i64; 15]),
+            &t(&[2, 3], &[0i64, 1, 2, 0, 1, 4]),
+            Some(&t(&[2, 5], &src)),
+        )
+        .unwrap();
+        assert_eq!(
+            out.to_vec::<i64>().unwrap(),
+            [1, 2, 3, 0, 0, 6, 7, 0, 0, 8, 0, 0, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn every_index_dtype_works() {
+        let data = t(&[4], &[10i32, 11, 12, 13]);
+        let check = |indices: Tensor| {
+            let out = run(&Op::Gather { axis: 0 }, &data, &indices, None).unwrap();
+            assert_eq!(
+                out.to_vec::<i32>().unwrap(),
+                [13, 10],
+                "{:?}",
+                indices.dtype()
+            );
+        };
+        check(t(&[2], &[3u8, 0]));
+        check(t(&[2], &[3u16, 0]));
+        check(t(&[2], &[3u32, 0]));
+        check(t(&[2], &[3u64, 0]));
+        check(t(&[2], &[-1i8, -4]));
+        check(t(&[2], &[-1i16, 0]));
+        check(t(&[2], &[3i32, -4]));
+        check(t(&[2], &[-1i64, 0]));
+    }
+
+    fn out_of_bounds(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -> Error {
+        let e = run(op, data, indices, updates).unwrap_err();
+        assert!(matches!(e, Error::IndexOutOfBounds { .. }), "{e}");
+        e
+    }
+
+    #[test]
+    fn extreme_indices_are_out_of_bounds() {
+        let data = t(&[2, 5], &[0.0f32; 10]);
+        let updates = t(&[2, 5], &[1.0f32; 10]);
+        let op = scatter(1, Reduction::Add, true);
+        for (bad, value) in [
+            (t(&[1, 2], &[0u64, u64::MAX]), i128::from(u64::MAX)),
+            (t(&[1, 2], &[0i64, i64::MIN]), i128::from(i64::MIN)),
+            (t(&[1, 2], &[0i64, i64::MAX]), i128::from(i64::MAX)),
+            (t(&[1, 2], &[0i8, -6]), -6),
+            (t(&[1, 2], &[0u8, 5]), 5),
+        ] {
+            let e = out_of_bounds(&op, &data, &bad, Some(&updates));
+            assert_eq!(
+                e,
+                Error::IndexOutOfBounds {
+                    op: OpKind::ScatterElements,
+                    index: value,
+                    position: vec![0, 1],
+                    axis: 1,
+                    size: 5,
+                }
+            );
+        }
+        // -s and s - 1 are the bounds.
+        let ok = t(&[1, 2], &[-5i64, 4]);
+        let out = run(&op, &data, &ok, Some(&updates)).unwrap();
+        assert_eq!(out.to_vec::<f32>().unwrap()[..5], [1.0, 0.0, 0.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn the_first_bad_index_in_row_major_order_is_reported() {
+        let data = t(&[3, 5], &[0i32; 15]);
+        let indices = t(&[2, 2], &[0i32, 1, -7, 9]);
+        let e = out_of_bounds(&Op::GatherElements { axis: -1 }, &data, &indices, None);
+        assert_eq!(
+            e.to_string(),
+            "gather_elements: index -7 at indices[1, 0] is out of bounds for axis 1 of size 5"
+        );
+        // Nothing is computed before every index is checked, even for a scatter whose bad
+        // index comes after valid ones.
+        let e = out_of_bounds(
+            &scatter(0, Reduction::None, true),
+            &t(&[2], &[0i32; 2]),
+            &t(&[3], &[0i64, 1, 2]),
+            Some(&t(&[3], &[1i32, 2, 3])),
+        );
+        assert!(matches!(e, Error::IndexOutOfBounds { index: 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn indices_are_checked_even_when_the_output_is_empty() {
+        let data = t(&[0, 3], &[0.0f32; 0]);
+        let e = out_of_bounds(&Op::Gather { axis: 1 }, &data, &t(&[1], &[3i64]), None);
+        assert!(matches!(e, Error::IndexOutOfBounds { size: 3, .. }), "{e}");
+        // Any index is out of bounds along an axis of size 0.
+        let data = t(&[2, 0], &[0u8; 0]);
+        let e = out_of_bounds(&Op::Gather { axis: 1 }, &data, &t(&[], &[0i32]), None);
+        assert_eq!(
+            e,
+            Error::IndexOutOfBounds {
+                op: OpKind::Gather,
+                index: 0,
+                position: vec![],
+                axis: 1,
+                size: 0,
+            }
+        );
+    }
+
+    #[test]
+    fn zero_size_dims() {
+        // Scatter: a copy of data.
+        let data = t(&[2, 0], &[0i32; 0]);
+        let out = run(
+            &scatter(1, Reduction::Mean, false),
+            &data,
+            &t(&[2, 0], &[0i64; 0]),
+            Some(&t(&[2, 0], &[0i32; 0])),
+        )
+        .unwrap();
+        assert_eq!(out, data);
+        let data = t(&[3], &[1.0f32, 2.0, 3.0]);
+        let out = run(
+            &scatter(0, Reduction::Max, false),
+            &data,
+            &t(&[0], &[0i64; 0]),
+            Some(&t(&[0], &[0.0f32; 0])),
+        )
+        .unwrap();
+        assert_eq!(out, data);
+        // Gather: an empty result of the right shape.
+        let out = run(
+            &Op::Gather { axis: 0 },
+            &data,
+            &t(&[2, 0], &[0i32; 0]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(out.shape(), [2, 0]);
+        let out = run(
+            &Op::GatherElements { axis: 0 },
+            &data,
+            &t(&[0], &[0u8; 0]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(out.shape(), [0]);
+    }
+
+    #[test]
+    fn gather_elements_reads_along_the_axis() {
+        // ONNX GatherElements example: data [[1, 2], [3, 4]], indices [[0, 0], [1, 0]], axis 1.
+        let data = t(&[2, 2], &[1i32, 2, 3, 4]);
+        let indices = t(&[2, 2], &[0i64, 0, -1, 0]);
+        let out = run(&Op::GatherElements { axis: 1 }, &data, &indices, None).unwrap();
+        assert_eq!(out.to_vec::<i32>().unwrap(), [1, 1, 4, 3]);
+        // Indices smaller than data off the axis, larger along it.
+        let data: Vec<u32> = (0..9).collect();
+        let data = t(&[3, 3], &data);
+        let indices = t(&[4, 2], &[1i32, 2, 0, 2, 0, 0, 2, 1]);
+        let out = run(&Op::GatherElements { axis: 0 }, &data, &indices, None).unwrap();
+        assert_eq!(out.shape(), [4, 2]);
+        assert_eq!(out.to_vec::<u32>().unwrap(), [3, 7, 0, 7, 0, 1, 6, 4]);
+    }
+
+    #[test]
+    fn gather_shapes_and_values() {
+        // Data filled with its own offsets: each output says which element was read.
+        let values: Vec<i64> = (0..24).collect();
+        let data = t(&[2, 3, 4], &values);
+        let out = run(&Op::Gather { axis: 1 }, &data, &t(&[2], &[2i32, -3]), None).unwrap();
+        assert_eq!(out.shape(), [2, 2, 4]);
+        assert_eq!(
+            out.to_vec::<i64>().unwrap(),
+            [8, 9, 10, 11, 0, 1, 2, 3, 20, 21, 22, 23, 12, 13, 14, 15]
+        );
+        // A scalar index removes the axis.
+        let out = run(
+            &Op::Gather { axis: -1 },
+            &data,
+            &Tensor::scalar(-1i64),
+            None,
+        )
+        .unwrap();
+        assert_eq!(out.shape(), [2, 3]);
+        assert_eq!(out.to_vec::<i64>().unwrap(), [3, 7, 11, 15, 19, 23]);
+        // Rank-2 indices on axis 0.
+        let out = run(&Op::Gather { axis: 0 }, &data, &t(&[1, 2], &[1u8, 1]), None).unwrap();
+        assert_eq!(out.shape(), [1, 2, 3, 4]);
+        assert_eq!(out.to_vec::<i64>().unwrap()[..3], [12, 13, 14]);
+    }
+
+    #[test]
+    fn validation_errors_come_first() {
+        let data = t(&[3], &[1.0f32, 2.0, 3.0]);
+        let indices = t(&[1], &[99i64]);
+        let e = run(&scatter(0, Reduction::Add, true), &data, &indices, None).unwrap_err();
+        assert!(matches!(e, Error::Rank { .. }), "{e}");
+        let e = run(&Op::Gather { axis: 1 }, &data, &indices, None).unwrap_err();
+        assert!(matches!(e, Error::AxisOutOfRange { .. }), "{e}");
+        let wrong = t(&[1], &[1.0f64]);
+        let e = run(
+            &scatter(0, Reduction::None, true),
+            &data,
+            &indices,
+            Some(&wrong),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+        let e = run(&Op::Gather { axis: 0 }, &data, &t(&[1], &[0.0f32]), None).unwrap_err();
+        assert!(matches!(e, Error::IndexDType { .. }), "{e}");
+    }
+}

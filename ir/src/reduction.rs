@@ -86,20 +86,21 @@ impl Reduction {
             };
         }
         Some(match dtype {
+            // Floats start sums from -0.0, the true identity of IEEE addition (-0 + -0 = -0).
             D::F16 => pick!(
-                half::f16::ZERO,
+                half::f16::NEG_ZERO,
                 half::f16::ONE,
                 half::f16::NEG_INFINITY,
                 half::f16::INFINITY
             ),
             D::BF16 => pick!(
-                half::bf16::ZERO,
+                half::bf16::NEG_ZERO,
                 half::bf16::ONE,
                 half::bf16::NEG_INFINITY,
                 half::bf16::INFINITY
             ),
-            D::F32 => pick!(0f32, 1f32, f32::NEG_INFINITY, f32::INFINITY),
-            D::F64 => pick!(0f64, 1f64, f64::NEG_INFINITY, f64::INFINITY),
+            D::F32 => pick!(-0f32, 1f32, f32::NEG_INFINITY, f32::INFINITY),
+            D::F64 => pick!(-0f64, 1f64, f64::NEG_INFINITY, f64::INFINITY),
             D::I8 => pick!(0i8, 1i8, i8::MIN, i8::MAX),
             D::I16 => pick!(0i16, 1i16, i16::MIN, i16::MAX),
             D::I32 => pick!(0i32, 1i32, i32::MIN, i32::MAX),
@@ -110,8 +111,16 @@ impl Reduction {
             D::U64 => pick!(0u64, 1u64, u64::MIN, u64::MAX),
             // OR has identity false, AND has identity true.
             D::Bool => vec![u8::from(one || highest)],
-            D::Complex64 => [pick!(0f32, 1f32, 0f32, 0f32), 0f32.to_le_bytes().to_vec()].concat(),
-            D::Complex128 => [pick!(0f64, 1f64, 0f64, 0f64), 0f64.to_le_bytes().to_vec()].concat(),
+            D::Complex64 => [
+                pick!(-0f32, 1f32, 0f32, 0f32),
+                pick!(-0f32, 0f32, 0f32, 0f32),
+            ]
+            .concat(),
+            D::Complex128 => [
+                pick!(-0f64, 1f64, 0f64, 0f64),
+                pick!(-0f64, 0f64, 0f64, 0f64),
+            ]
+            .concat(),
             D::String => return None,
         })
     }

@@ -1,0 +1,111 @@
+//! The calling convention of compiled passes, shared by the code generator (which reads
+//! the parameters) and the kernel (which fills them in).
+//!
+//! Every pass is `extern "C" fn(operands: *const *mut u8, params: *mut i64) -> i64`:
+//! - `operands[slot]` is the address of element 0 of each [`Operand`] (by its discriminant);
+//! - `params` holds, as i64, the domain dims, then for each access (index, source, dest,
+//!   count, in that order) its element stride along every domain dim, followed by its
+//!   element stride along the indexed dim when it has one, then the index bound `s`, then
+//!   `depth` slots the pass writes the loop counters into when it meets a bad index;
+//! - it returns [`STATUS_OK`] or [`STATUS_BAD_INDEX`].
+
+use scatterjit_ir::{Access, LoopNest, Operand, Source};
+
+/// Every index was valid and the pass ran to the end.
+pub(crate) const STATUS_OK: i64 = 0;
+/// An index was out of bounds; the loop counters at that point are in the error slots.
+pub(crate) const STATUS_BAD_INDEX: i64 = 1;
+
+/// Where one access's strides live in the parameter block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AccessSlots {
+    /// The tensor accessed.
+    pub operand: Operand,
+    /// First of `depth` slots: element strides along each domain dim.
+    pub strides_at: usize,
+    /// Slot of the element stride along the indexed dim, if the access has one.
+    pub indexed_stride_at: Option<usize>,
+}
+
+/// The parameter block of one pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ParamLayout {
+    /// Rank of the iteration domain; dims live in slots `0..depth`.
+    pub depth: usize,
+    /// One entry per access, in [`accesses`] order.
+    pub accesses: Vec<AccessSlots>,
+    /// Slot of the index bound `s`.
+    pub bound_at: Option<usize>,
+    /// First of `depth` slots that receive the loop counters of a bad index.
+    pub err_at: usize,
+    /// Total number of slots.
+    pub len: usize,
+}
+
+/// The accesses of a pass in parameter-block order: index, source, dest, count.
+pub(crate) fn accesses(nest: &LoopNest) -> impl Iterator<Item = &Access> {
+    let source = match &nest.source {
+        Some(Source::Read(a)) => Some(a),
+        _ => None,
+    };
+    nest.index
+        .iter()
+        .chain(source)
+        .chain(nest.dest.iter())
+        .chain(nest.count.iter())
+}
+
+impl ParamLayout {
+    /// The layout of `nest`'s parameter block.
+    pub(crate) fn of(nest: &LoopNest) -> ParamLayout {
+        let depth = nest.depth;
+        let mut next = depth;
+        let accesses = accesses(nest)
+            .map(|a| {
+                let strides_at = next;
+                next += depth;
+                let indexed_stride_at = a.indexed_dim().map(|_| {
+                    next += 1;
+                    next - 1
+                });
+                AccessSlots {
+                    operand: a.operand,
+                    strides_at,
+                    indexed_stride_at,
+                }
+            })
+            .collect();
+        let bound_at = nest.bound.map(|_| {
+            next += 1;
+            next - 1
+        });
+        ParamLayout {
+            depth,
+            accesses,
+            bound_at,
+            err_at: next,
+            len: next + depth,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scatterjit_ir::{DType, KernelKey, PassKind, Plan, Reduction};
+
+    #[test]
+    fn scatter_apply_layout() {
+        let key =
+            KernelKey::scatter_elements(DType::F32, DType::I64, 2, 1, Reduction::Add, true).unwrap();
+        let plan = Plan::new(key);
+        let layout = ParamLayout::of(plan.pass(PassKind::Apply).unwrap());
+        // dims 0..2; indices 2..4; updates 4..6; out 6..8 + indexed 8; bound 9; err 10..12.
+        assert_eq!(layout.accesses.len(), 3);
+        assert_eq!(layout.accesses[2].strides_at, 6);
+        assert_eq!(layout.accesses[2].indexed_stride_at, Some(8));
+        assert_eq!(layout.bound_at, Some(9));
+        assert_eq!(layout.err_at, 10);
+        assert_eq!(layout.len, 12);
+    }
+}

@@ -1,0 +1,135 @@
+//! The public entry points: out-of-place ops on owned tensors, PyTorch's in-place
+//! `scatter_`, and `explain`.
+
+use std::fmt::Write as _;
+
+use scatterjit_ir::{KernelKey, Op, Plan, Reduction, Tensor};
+
+use crate::cache::KernelCache;
+use crate::error::Result;
+use crate::kernel::Kernel;
+use crate::tensor::{TensorView, TensorViewMut};
+
+/// Runs `op` out of place on owned tensors with the process-wide kernel cache.
+/// `updates` is required for ScatterElements and must be `None` for the gather ops.
+///
+/// ```
+/// use scatterjit::{Op, Tensor};
+/// let data = Tensor::from_slice(&[3, 2], &[1.0f32, 1.2, 2.3, 3.4, 4.5, 5.7])?;
+/// let indices = Tensor::from_slice(&[2, 2], &[0i64, 1, 1, 2])?;
+/// let out = scatterjit::run(&Op::Gather { axis: 0 }, &data, &indices, None)?;
+/// assert_eq!(out.shape(), [2, 2, 2]);
+/// assert_eq!(out.to_vec::<f32>()?, [1.0, 1.2, 2.3, 3.4, 2.3, 3.4, 4.5, 5.7]);
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
+pub fn run(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -> Result<Tensor> {
+    let validated = op.validate(data.meta(), indices.meta(), updates.map(|u| u.meta()))?;
+    let kernel = KernelCache::global().get(&validated.key)?;
+    let updates = updates.map(TensorView::from);
+    kernel.run(&data.into(), &indices.into(), updates.as_ref())
+}
+
+/// ONNX ScatterElements (and OpenVINO ScatterElementsUpdate-12): a copy of `data` with
+/// `updates` combined in at `indices` along `axis`.
+///
+/// ```
+/// use scatterjit::{Reduction, Tensor};
+/// let data = Tensor::from_slice(&[3], &[0i32, 0, 0])?;
+/// let indices = Tensor::from_slice(&[3], &[2i64, -1, 0])?;
+/// let updates = Tensor::from_slice(&[3], &[5i32, 6, 7])?;
+/// let out = scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Add, true)?;
+/// assert_eq!(out.to_vec::<i32>()?, [7, 0, 11]);
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
+pub fn scatter_elements(
+    data: &Tensor,
+    indices: &Tensor,
+    updates: &Tensor,
+    axis: i64,
+    reduction: Reduction,
+    use_init_val: bool,
+) -> Result<Tensor> {
+    let op = Op::ScatterElements {
+        axis,
+        reduction,
+        use_init_val,
+    };
+    run(&op, data, indices, Some(updates))
+}
+
+/// ONNX GatherElements: `out[p] = data[p with coordinate axis replaced by indices[p]]`.
+///
+/// ```
+/// use scatterjit::Tensor;
+/// let data = Tensor::from_slice(&[2, 2], &[1u8, 2, 3, 4])?;
+/// let indices = Tensor::from_slice(&[2, 2], &[0i32, 0, 1, 0])?;
+/// let out = scatterjit::gather_elements(&data, &indices, 1)?;
+/// assert_eq!(out.to_vec::<u8>()?, [1, 1, 4, 3]);
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
+pub fn gather_elements(data: &Tensor, indices: &Tensor, axis: i64) -> Result<Tensor> {
+    run(&Op::GatherElements { axis }, data, indices, None)
+}
+
+/// ONNX Gather: `out[a, i, b] = data[a, indices[i], b]`.
+///
+/// ```
+/// use scatterjit::Tensor;
+/// let data = Tensor::from_slice(&[2, 3], &[1i64, 2, 3, 4, 5, 6])?;
+/// let indices = Tensor::from_slice(&[2], &[-1i64, 0])?;
+/// let out = scatterjit::gather(&data, &indices, 1)?;
+/// assert_eq!(out.to_vec::<i64>()?, [3, 1, 6, 4]);
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
+pub fn gather(data: &Tensor, indices: &Tensor, axis: i64) -> Result<Tensor> {
+    run(&Op::Gather { axis }, data, indices, None)
+}
+
+/// PyTorch `self.scatter_(dim, index, src, reduce)` / `scatter_reduce_(..., include_self)`:
+/// updates `data` in place. `src` may be larger than `index` (only the part `index` covers
+/// is read) or a broadcast scalar (a view with all strides zero, see [`TensorView::new`]).
+/// Unlike PyTorch, negative indices are accepted and count from the back. Every index is
+/// checked before the first write: on error `data` is unchanged.
+///
+/// ```
+/// use scatterjit::{Reduction, Tensor, TensorView, TensorViewMut};
+/// let mut data = Tensor::from_slice(&[2, 4], &[0.0f64; 8])?;
+/// let index = Tensor::from_slice(&[2, 1], &[1i64, 3])?;
+/// let value = 1.25f64.to_le_bytes();
+/// let src = TensorView::new(scatterjit::DType::F64, &[2, 1], &[0, 0], 0, &value)?;
+/// scatterjit::scatter_(&mut TensorViewMut::from(&mut data), 1, &(&index).into(), &src, Reduction::None, true)?;
+/// assert_eq!(data.to_vec::<f64>()?, [0.0, 1.25, 0.0, 0.0, 0.0, 0.0, 0.0, 1.25]);
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
+pub fn scatter_(
+    data: &mut TensorViewMut<'_>,
+    dim: i64,
+    index: &TensorView<'_>,
+    src: &TensorView<'_>,
+    reduce: Reduction,
+    include_self: bool,
+) -> Result<()> {
+    let op = Op::ScatterElements {
+        axis: dim,
+        reduction: reduce,
+        use_init_val: include_self,
+    };
+    let validated = op.validate(data.meta(), index.meta(), Some(src.meta()))?;
+    KernelCache::global()
+        .get(&validated.key)?
+        .scatter_in_place(data, index, src)
+}
+
+/// Describes how `key` is compiled: the op IR's loop nests, then for every pass the CLIF as
+/// built, the CLIF after optimization, and the machine code.
+pub fn explain(key: &KernelKey) -> Result<String> {
+    let mut text = String::new();
+    let _ = writeln!(text, "== op IR\n{}", Plan::new(*key));
+    for listing in Kernel::listings(*key)? {
+        let pass = listing.pass.map_or("?", |p| p.name());
+        let _ = writeln!(text, "== {pass}: CLIF as built\n{}", listing.clif);
+        let _ = writeln!(text, "== {pass}: CLIF optimized\n{}", listing.optimized);
+        let _ = writeln!(text, "== {pass}: machine code\n{}", listing.asm);
+    }
+    Ok(text)
+}

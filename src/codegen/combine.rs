@@ -1,0 +1,181 @@
+//! Element values in CLIF: typed loads and stores, and the one `match` from
+//! (reduction, dtype class) to Cranelift instructions.
+
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_frontend::FunctionBuilder;
+use scatterjit_ir::{DType, DTypeClass, MeanAccumulator, Reduction};
+
+use super::half;
+
+/// One element as Cranelift values: a scalar, or a complex number's two parts.
+/// f16/bf16 elements are held as F32 (converted on load, rounded on store).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Val {
+    /// A scalar.
+    Scalar(Value),
+    /// Real and imaginary parts.
+    Complex(Value, Value),
+}
+
+impl Val {
+    fn scalar(self) -> Value {
+        match self {
+            Val::Scalar(v) => v,
+            Val::Complex(..) => unreachable!("complex value where a scalar is expected"),
+        }
+    }
+
+    fn parts(self) -> (Value, Value) {
+        match self {
+            Val::Complex(re, im) => (re, im),
+            Val::Scalar(_) => unreachable!("scalar value where a complex is expected"),
+        }
+    }
+}
+
+/// Flags of element accesses: caller memory is valid (checked before the call) but not
+/// necessarily aligned.
+pub(crate) fn data_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+/// The integer type that moves `size` bytes unchanged.
+pub(crate) fn raw_type(size: usize) -> Type {
+    match size {
+        1 => types::I8,
+        2 => types::I16,
+        4 => types::I32,
+        8 => types::I64,
+        16 => types::I128,
+        _ => unreachable!("no element has {size} bytes"),
+    }
+}
+
+/// The Cranelift type of one scalar part of `dtype` as it is computed with.
+fn part_type(dtype: DType) -> Type {
+    match dtype {
+        DType::F16 | DType::BF16 | DType::F32 | DType::Complex64 => types::F32,
+        DType::F64 | DType::Complex128 => types::F64,
+        _ => raw_type(dtype.size()),
+    }
+}
+
+/// The accumulator's Cranelift type.
+pub(crate) fn acc_type(acc: MeanAccumulator) -> Type {
+    match acc {
+        MeanAccumulator::F32 => types::F32,
+        MeanAccumulator::F64 => types::F64,
+        MeanAccumulator::I64 => types::I64,
+        MeanAccumulator::I128 => types::I128,
+    }
+}
+
+/// Loads the element at `ptr` for arithmetic.
+pub(crate) fn load(b: &mut FunctionBuilder, dtype: DType, ptr: Value) -> Val {
+    let f = data_flags();
+    match dtype {
+        DType::F16 => {
+            let bits = b.ins().load(types::I16, f, ptr, 0);
+            Val::Scalar(half::f16_to_f32(b, bits))
+        }
+        DType::BF16 => {
+            let bits = b.ins().load(types::I16, f, ptr, 0);
+            Val::Scalar(half::bf16_to_f32(b, bits))
+        }
+        DType::Complex64 | DType::Complex128 => {
+            let ty = part_type(dtype);
+            let re = b.ins().load(ty, f, ptr, 0);
+            let im = b.ins().load(ty, f, ptr, ty.bytes() as i32);
+            Val::Complex(re, im)
+        }
+        _ => Val::Scalar(b.ins().load(part_type(dtype), f, ptr, 0)),
+    }
+}
+
+/// Stores an arithmetic value of `dtype` at `ptr` (f16/bf16 rounded to nearest even).
+pub(crate) fn store(b: &mut FunctionBuilder, dtype: DType, v: Val, ptr: Value) {
+    let f = data_flags();
+    match (dtype, v) {
+        (DType::F16, Val::Scalar(x)) => {
+            let bits = half::f32_to_f16(b, x);
+            b.ins().store(f, bits, ptr, 0);
+        }
+        (DType::BF16, Val::Scalar(x)) => {
+            let bits = half::f32_to_bf16(b, x);
+            b.ins().store(f, bits, ptr, 0);
+        }
+        (_, Val::Complex(re, im)) => {
+            let offset = part_type(dtype).bytes() as i32;
+            b.ins().store(f, re, ptr, 0);
+            b.ins().store(f, im, ptr, offset);
+        }
+        (_, Val::Scalar(x)) => {
+            b.ins().store(f, x, ptr, 0);
+        }
+    }
+}
+
+/// `reduction(old, new)` for one element of `dtype`: the table of SPEC.md "Reductions".
+pub(crate) fn reduce(
+    b: &mut FunctionBuilder,
+    reduction: Reduction,
+    dtype: DType,
+    old: Val,
+    new: Val,
+) -> Val {
+    use DTypeClass as C;
+    use Reduction as R;
+    let class = dtype.class();
+    if class == C::Complex {
+        let (a, c) = (old.parts(), new.parts());
+        return match reduction {
+            R::Add => Val::Complex(b.ins().fadd(a.0, c.0), b.ins().fadd(a.1, c.1)),
+            R::Mul => {
+                // (a.re c.re - a.im c.im) + (a.re c.im + a.im c.re) i, no fused multiply-add.
+                let rr = b.ins().fmul(a.0, c.0);
+                let ii = b.ins().fmul(a.1, c.1);
+                let ri = b.ins().fmul(a.0, c.1);
+                let ir = b.ins().fmul(a.1, c.0);
+                Val::Complex(b.ins().fsub(rr, ii), b.ins().fadd(ri, ir))
+            }
+            _ => unreachable!("keys reject {reduction} for complex"),
+        };
+    }
+    let (x, y) = (old.scalar(), new.scalar());
+    Val::Scalar(match (reduction, class) {
+        (R::Add, C::Float) => b.ins().fadd(x, y),
+        (R::Mul, C::Float) => b.ins().fmul(x, y),
+        // Cranelift's fmax/fmin propagate NaN and order -0 < +0: IEEE 754-2019 maximum/minimum.
+        (R::Max, C::Float) => b.ins().fmax(x, y),
+        (R::Min, C::Float) => b.ins().fmin(x, y),
+        (R::Add, C::SignedInt | C::UnsignedInt) => b.ins().iadd(x, y),
+        (R::Mul, C::SignedInt | C::UnsignedInt) => b.ins().imul(x, y),
+        (R::Max, C::SignedInt) => b.ins().smax(x, y),
+        (R::Min, C::SignedInt) => b.ins().smin(x, y),
+        (R::Max, C::UnsignedInt) => b.ins().umax(x, y),
+        (R::Min, C::UnsignedInt) => b.ins().umin(x, y),
+        (R::Add | R::Max, C::Bool) => b.ins().bor(x, y),
+        (R::Mul | R::Min, C::Bool) => b.ins().band(x, y),
+        _ => unreachable!("no combine for {reduction} on {dtype}"),
+    })
+}
+
+/// Converts a loaded element to `mean`'s accumulator type.
+pub(crate) fn widen(b: &mut FunctionBuilder, dtype: DType, acc: MeanAccumulator, v: Val) -> Value {
+    let x = v.scalar();
+    let to = acc_type(acc);
+    match dtype.class() {
+        DTypeClass::Float => x,
+        DTypeClass::SignedInt => b.ins().sextend(to, x),
+        DTypeClass::UnsignedInt => b.ins().uextend(to, x),
+        _ => unreachable!("keys reject mean for {dtype}"),
+    }
+}
+
+/// `acc + wide` in the accumulator type.
+pub(crate) fn accumulate(b: &mut FunctionBuilder, acc: MeanAccumulator, sum: Value, wide: Value) -> Value {
+    match acc {
+        MeanAccumulator::F32 | MeanAccumulator::F64 => b.ins().fadd(sum, wide),
+        MeanAccumulator::I64 | MeanAccumulator::I128 => b.ins().iadd(sum, wide),
+    }
+}

@@ -1,0 +1,59 @@
+//! The one error type of the compiler crate.
+
+use std::fmt;
+
+/// Why a call failed: invalid input (the op IR's error), or a bug in code generation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// The inputs are invalid for the op (bad rank, shape, axis, dtype or index).
+    Invalid(scatterjit_ir::Error),
+    /// Cranelift rejected generated code. Always a bug in scatterjit; carries the CLIF.
+    Codegen {
+        /// The kernel key being compiled.
+        key: String,
+        /// Cranelift's message.
+        message: String,
+        /// The function as built.
+        clif: String,
+    },
+}
+
+impl Error {
+    /// The input error, if this is one.
+    pub fn as_invalid(&self) -> Option<&scatterjit_ir::Error> {
+        match self {
+            Error::Invalid(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<scatterjit_ir::Error> for Error {
+    fn from(e: scatterjit_ir::Error) -> Self {
+        Error::Invalid(e)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Invalid(e) => e.fmt(f),
+            Error::Codegen { key, message, .. } => write!(
+                f,
+                "internal error: cranelift rejected the code generated for {key}: {message}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Invalid(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

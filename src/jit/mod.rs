@@ -1,0 +1,169 @@
+//! Cranelift module ownership: compiles a [`Plan`] into native passes. This is the one
+//! place that turns code addresses into function pointers.
+
+use std::sync::{Mutex, OnceLock};
+
+use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::{verify_function, Context};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+use scatterjit_ir::{PassKind, Plan};
+
+use crate::codegen;
+use crate::error::{Error, Result};
+
+/// A compiled pass: `extern "C" fn(operands, params) -> status` (see `crate::abi`).
+pub(crate) type PassFn = unsafe extern "C" fn(*const *mut u8, *mut i64) -> i64;
+
+/// Text renderings of one pass, for `explain` and golden files.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// Which pass.
+    pub pass: Option<PassKind>,
+    /// The CLIF as the lowering built it.
+    pub clif: String,
+    /// The CLIF after Cranelift's optimizations.
+    pub optimized: String,
+    /// The machine code, as Cranelift's disassembly of its VCode.
+    pub asm: String,
+}
+
+/// The machine code of one kernel: its own JIT module, freed when this is dropped.
+pub(crate) struct Code {
+    // JITModule is Send but not Sync; the mutex makes `Code` shareable. It is only
+    // touched again on drop.
+    module: Mutex<Option<JITModule>>,
+    entries: Vec<(PassKind, PassFn)>,
+}
+
+impl Code {
+    /// The entry of pass `kind`, if the plan has one.
+    pub(crate) fn entry(&self, kind: PassKind) -> Option<PassFn> {
+        self.entries.iter().find(|(k, _)| *k == kind).map(|(_, f)| *f)
+    }
+}
+
+impl Drop for Code {
+    fn drop(&mut self) {
+        let module = self.module.get_mut().map(Option::take).unwrap_or_else(|e| e.into_inner().take());
+        if let Some(module) = module {
+            // SAFETY: `Code` is owned by one `Kernel`, which lives in an `Arc`; it is dropped
+            // only when the last handle is gone, so no pass is running or can be called.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+/// The host ISA, built once: Cranelift's native detection with speed optimizations and,
+/// in debug builds, the verifier on every function.
+fn isa() -> Result<OwnedTargetIsa> {
+    static ISA: OnceLock<std::result::Result<OwnedTargetIsa, String>> = OnceLock::new();
+    ISA.get_or_init(|| {
+        let mut flags = settings::builder();
+        let set = |f: &mut settings::Builder, k: &str, v: &str| {
+            f.set(k, v).map_err(|e| format!("setting {k}={v}: {e}"))
+        };
+        set(&mut flags, "opt_level", "speed")?;
+        set(&mut flags, "is_pic", "false")?;
+        set(&mut flags, "use_colocated_libcalls", "false")?;
+        set(
+            &mut flags,
+            "enable_verifier",
+            if cfg!(debug_assertions) { "true" } else { "false" },
+        )?;
+        let builder = cranelift_native::builder().map_err(|e| e.to_string())?;
+        builder
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+    .map_err(|message| Error::Codegen {
+        key: String::new(),
+        message: format!("host ISA unavailable: {message}"),
+        clif: String::new(),
+    })
+}
+
+/// Compiles every pass of `plan` into one fresh module. With `listings`, also returns the
+/// CLIF before and after optimization and the disassembly of each pass.
+pub(crate) fn compile(plan: &Plan, listings: bool) -> Result<(Code, Vec<Listing>)> {
+    let isa = isa()?;
+    let key = plan.key;
+    let ptr = isa.pointer_type();
+    let mut module = JITModule::new(JITBuilder::with_isa(isa.clone(), default_libcall_names()));
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(ptr));
+    sig.params.push(AbiParam::new(ptr));
+    sig.returns.push(AbiParam::new(types::I64));
+
+    let mut ctx: Context = module.make_context();
+    let mut fctx = FunctionBuilderContext::new();
+    let mut ids = Vec::new();
+    let mut texts = Vec::new();
+    for nest in &plan.passes {
+        let name = format!("{key}.{}", nest.pass.name());
+        let codegen_error = |message: String, clif: String| Error::Codegen {
+            key: name.clone(),
+            message,
+            clif,
+        };
+        let id = module
+            .declare_function(&name, Linkage::Local, &sig)
+            .map_err(|e| codegen_error(e.to_string(), String::new()))?;
+        ctx.func.signature = sig.clone();
+        ctx.func.name = UserFuncName::user(0, id.as_u32());
+        {
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            codegen::build_pass(&mut b, &key, nest, ptr);
+            b.finalize(module.target_config());
+        }
+        let clif = ctx.func.display().to_string();
+        if cfg!(debug_assertions) || listings {
+            verify_function(&ctx.func, isa.as_ref())
+                .map_err(|errors| codegen_error(errors.to_string(), clif.clone()))?;
+        }
+        ctx.set_disasm(listings);
+        module
+            .define_function(id, &mut ctx)
+            .map_err(|e| codegen_error(format!("{e:?}"), clif.clone()))?;
+        if listings {
+            texts.push(Listing {
+                pass: Some(nest.pass),
+                clif,
+                optimized: ctx.func.display().to_string(),
+                asm: ctx
+                    .compiled_code()
+                    .and_then(|c| c.vcode.clone())
+                    .unwrap_or_default(),
+            });
+        }
+        module.clear_context(&mut ctx);
+        ids.push((nest.pass, id));
+    }
+    module.finalize_definitions().map_err(|e| Error::Codegen {
+        key: key.to_string(),
+        message: e.to_string(),
+        clif: String::new(),
+    })?;
+    let entries = ids
+        .into_iter()
+        .map(|(pass, id)| {
+            let address = module.get_finalized_function(id);
+            // SAFETY: `address` is the finalized code of a function declared above with the
+            // signature (ptr, ptr) -> i64 in the host's default calling convention, which is
+            // `extern "C"`; the code lives as long as `module`, which `Code` owns.
+            let f = unsafe { std::mem::transmute::<*const u8, PassFn>(address) };
+            (pass, f)
+        })
+        .collect();
+    Ok((
+        Code {
+            module: Mutex::new(Some(module)),
+            entries,
+        },
+        texts,
+    ))
+}

@@ -1,0 +1,383 @@
+//! Compiled kernels and their safe calls: check operands against the key, bind strides into
+//! the parameter block, run the passes in order.
+
+use std::time::{Duration, Instant};
+
+use scatterjit_ir::{
+    Coord, Error as IrError, KernelKey, LoopNest, Op, OpKind, Operand, PassKind, Plan, Tensor,
+    TensorRole, OPERAND_SLOTS,
+};
+
+use crate::abi::{self, ParamLayout, STATUS_OK};
+use crate::error::{Error, Result};
+use crate::jit::{self, Code, Listing};
+use crate::mean;
+use crate::tensor::{RawOperand, TensorView, TensorViewMut};
+
+/// A compiled kernel: native code for every pass of one [`KernelKey`]. Its code stays
+/// mapped as long as any handle (`Arc<Kernel>`) to it lives.
+pub struct Kernel {
+    plan: Plan,
+    code: Code,
+    compile_time: Duration,
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("key", &self.plan.key.to_string())
+            .field("compile_time", &self.compile_time)
+            .finish()
+    }
+}
+
+/// The operands of one call, by [`Operand`] slot.
+#[derive(Default)]
+struct Operands<'a> {
+    slots: [Option<RawOperand<'a>>; OPERAND_SLOTS],
+}
+
+impl<'a> Operands<'a> {
+    fn with(mut self, operand: Operand, raw: RawOperand<'a>) -> Self {
+        self.slots[operand as usize] = Some(raw);
+        self
+    }
+
+    fn get(&self, operand: Operand) -> &RawOperand<'a> {
+        self.slots[operand as usize]
+            .as_ref()
+            .expect("every operand a pass accesses is bound before it runs")
+    }
+}
+
+/// A pass stopped at a bad index; the loop counters at that point.
+struct BadIndex(Vec<usize>);
+
+impl Kernel {
+    /// Compiles `key`. Prefer [`crate::KernelCache::get`], which compiles each key once.
+    pub fn compile(key: KernelKey) -> Result<Kernel> {
+        let start = Instant::now();
+        let plan = Plan::new(key);
+        let (code, _) = jit::compile(&plan, false)?;
+        Ok(Kernel {
+            plan,
+            code,
+            compile_time: start.elapsed(),
+        })
+    }
+
+    /// Compiles `key` and returns the text of every pass: CLIF as built, CLIF optimized,
+    /// machine code.
+    pub fn listings(key: KernelKey) -> Result<Vec<Listing>> {
+        jit::compile(&Plan::new(key), true).map(|(_, listings)| listings)
+    }
+
+    /// The key this kernel computes.
+    pub fn key(&self) -> &KernelKey {
+        &self.plan.key
+    }
+
+    /// Its loop-nest plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Wall time spent compiling it.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+
+    /// The op with this kernel's attributes (axis normalized).
+    fn op(&self) -> Op {
+        let key = &self.plan.key;
+        let axis = key.axis() as i64;
+        match key.kind() {
+            OpKind::ScatterElements => Op::ScatterElements {
+                axis,
+                reduction: key.reduction(),
+                use_init_val: key.use_init_val(),
+            },
+            OpKind::GatherElements => Op::GatherElements { axis },
+            OpKind::Gather => Op::Gather { axis },
+        }
+    }
+
+    /// Validates operands against this kernel's key; returns the output shape.
+    fn validate(
+        &self,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Result<Vec<usize>> {
+        let v = self
+            .op()
+            .validate(data.meta(), indices.meta(), updates.map(|u| u.meta()))?;
+        if v.key != self.plan.key {
+            return Err(Error::Invalid(IrError::InvalidKey {
+                key: self.plan.key.to_string(),
+                reason: format!("the operands need kernel {}", v.key),
+            }));
+        }
+        Ok(v.out_shape)
+    }
+
+    /// Runs the op out of place: a new output tensor. The inputs may be any strided views.
+    pub fn run(
+        &self,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Result<Tensor> {
+        let out_shape = self.validate(data, indices, updates)?;
+        let mut out = Tensor::zeros(self.plan.key.dtype(), out_shape)?;
+        let mut view = TensorViewMut::from(&mut out);
+        // The output is ours: a bad index may stop a pass midway, and the tensor is dropped.
+        self.execute(&mut view, data, indices, updates, false)?;
+        Ok(out)
+    }
+
+    /// Runs the op into a caller's output view (the ONNX Runtime / OpenVINO style of
+    /// reusing buffers). All indices are checked before the first write, so on error `out`
+    /// is unchanged.
+    pub fn run_into(
+        &self,
+        out: &mut TensorViewMut<'_>,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Result<()> {
+        let out_shape = self.validate(data, indices, updates)?;
+        if out.shape() != out_shape.as_slice() || out.dtype() != self.plan.key.dtype() {
+            return Err(Error::Invalid(IrError::InvalidView {
+                tensor: TensorRole::Output,
+                reason: format!(
+                    "expected {} {:?}, got {} {:?}",
+                    self.plan.key.dtype(),
+                    out_shape,
+                    out.dtype(),
+                    out.shape()
+                ),
+            }));
+        }
+        self.execute(out, data, indices, updates, true)
+    }
+
+    /// ScatterElements in place (PyTorch `scatter_`): `data` is input and output. All
+    /// indices are checked before the first write, so on error `data` is unchanged.
+    pub fn scatter_in_place(
+        &self,
+        data: &mut TensorViewMut<'_>,
+        indices: &TensorView<'_>,
+        updates: &TensorView<'_>,
+    ) -> Result<()> {
+        if self.plan.key.kind() != OpKind::ScatterElements {
+            return Err(Error::Invalid(IrError::InvalidKey {
+                key: self.plan.key.to_string(),
+                reason: "in-place calls need a scatter_elements kernel".into(),
+            }));
+        }
+        self.validate(&data.as_view(), indices, Some(updates))?;
+        self.check_indices(data.shape(), indices)?;
+        self.update(data, indices, updates)
+    }
+
+    /// Copy (scatter), check if asked, then the passes that write.
+    fn execute(
+        &self,
+        out: &mut TensorViewMut<'_>,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+        check_first: bool,
+    ) -> Result<()> {
+        let apply = self.plan.pass(PassKind::Apply).expect("every plan applies");
+        // Gather visits indices only where its output is non-empty; check them all anyway.
+        let out_empty = out.shape().contains(&0);
+        if check_first || (apply.domain == Operand::Out && out_empty) {
+            self.check_indices(data.shape(), indices)?;
+        }
+        match updates {
+            Some(updates) => {
+                let ops = Operands::default()
+                    .with(Operand::Data, data.raw())
+                    .with(Operand::Out, out.raw());
+                self.run_pass(PassKind::Copy, &ops)
+                    .map_err(|bad| self.bad_index(PassKind::Copy, &bad, data.shape(), indices))?;
+                self.update(out, indices, updates)
+            }
+            None => {
+                let ops = Operands::default()
+                    .with(Operand::Data, data.raw())
+                    .with(Operand::Indices, indices.raw())
+                    .with(Operand::Out, out.raw());
+                self.run_pass(PassKind::Apply, &ops)
+                    .map_err(|bad| self.bad_index(PassKind::Apply, &bad, data.shape(), indices))
+            }
+        }
+    }
+
+    /// The scatter passes after the copy: init (if any) and apply, with `mean`'s host steps.
+    fn update(
+        &self,
+        out: &mut TensorViewMut<'_>,
+        indices: &TensorView<'_>,
+        updates: &TensorView<'_>,
+    ) -> Result<()> {
+        let key = self.plan.key;
+        let data_shape = out.shape().to_vec();
+        let bad = |pass, b: BadIndex| self.bad_index(pass, &b, &data_shape, indices);
+        if self.plan.mean.is_some() {
+            let mut scratch = mean::prepare(out, key.use_init_val());
+            let acc_ptr = scratch.acc.as_mut_ptr();
+            let count_ptr = scratch.count.as_mut_ptr() as *mut u8;
+            let strides: Vec<isize> = scatterjit_ir::row_major_strides(&data_shape)
+                .iter()
+                .map(|&s| s as isize)
+                .collect();
+            // Out is not accessed, but bounds the index.
+            let ops = Operands::default()
+                .with(Operand::Indices, indices.raw())
+                .with(Operand::Updates, updates.raw())
+                .with(Operand::Out, out.raw())
+                .with(Operand::Acc, RawOperand { ptr: acc_ptr, shape: &data_shape, strides: &strides })
+                .with(Operand::Count, RawOperand { ptr: count_ptr, shape: &data_shape, strides: &strides });
+            self.run_pass(PassKind::Apply, &ops).map_err(|b| bad(PassKind::Apply, b))?;
+            mean::finish(out, &scratch, key.use_init_val());
+            return Ok(());
+        }
+        let ops = Operands::default()
+            .with(Operand::Indices, indices.raw())
+            .with(Operand::Updates, updates.raw())
+            .with(Operand::Out, out.raw());
+        for pass in [PassKind::Init, PassKind::Apply] {
+            if self.plan.pass(pass).is_some() {
+                self.run_pass(pass, &ops).map_err(|b| bad(pass, b))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the check pass: every index in bounds, or the first bad one as an error.
+    fn check_indices(&self, data_shape: &[usize], indices: &TensorView<'_>) -> Result<()> {
+        // The check reads only indices; the bound comes from data's shape.
+        let strides = vec![0isize; data_shape.len()];
+        let ops = Operands::default()
+            .with(Operand::Indices, indices.raw())
+            .with(
+                Operand::Data,
+                RawOperand {
+                    ptr: std::ptr::null_mut(),
+                    shape: data_shape,
+                    strides: &strides,
+                },
+            );
+        self.run_pass(PassKind::Check, &ops)
+            .map_err(|bad| self.bad_index(PassKind::Check, &bad, data_shape, indices))
+    }
+
+    /// Fills the parameter block of `pass` from the operands' shapes and strides and calls it.
+    fn run_pass(&self, pass: PassKind, ops: &Operands<'_>) -> std::result::Result<(), BadIndex> {
+        let Some(nest) = self.plan.pass(pass) else {
+            return Ok(());
+        };
+        let entry = self.code.entry(pass).expect("every planned pass is compiled");
+        let layout = ParamLayout::of(nest);
+        let mut params = bind(nest, &layout, ops);
+        let mut pointers = [std::ptr::null_mut::<u8>(); OPERAND_SLOTS];
+        for (slot, raw) in ops.slots.iter().enumerate() {
+            if let Some(raw) = raw {
+                pointers[slot] = raw.ptr;
+            }
+        }
+        // SAFETY: `entry` was compiled from `nest` with the parameter layout `layout` that
+        // `bind` just filled. Every operand the nest accesses comes from a view, whose
+        // constructor proved each position of its shape lies inside its memory, and the
+        // caller validated the shapes against the op (`Op::validate`), so every position the
+        // loop nest reaches is a position of the accessed view; indexed coordinates are
+        // bounds-checked in the code against `s`, the size of that dimension. Writable
+        // operands come from `TensorViewMut`s or scratch buffers owned by this call, which
+        // alias no input (Rust's borrow rules, views do not overlap themselves).
+        let status = unsafe { entry(pointers.as_ptr(), params.as_mut_ptr()) };
+        if status == STATUS_OK {
+            Ok(())
+        } else {
+            let counters = params[layout.err_at..layout.err_at + layout.depth]
+                .iter()
+                .map(|&c| c as usize)
+                .collect();
+            Err(BadIndex(counters))
+        }
+    }
+
+    /// The error for a bad index met by `pass` at loop counters `bad`.
+    fn bad_index(
+        &self,
+        pass: PassKind,
+        bad: &BadIndex,
+        data_shape: &[usize],
+        indices: &TensorView<'_>,
+    ) -> Error {
+        let nest = self.plan.pass(pass).expect("the pass that failed is planned");
+        let index = nest.index.as_ref().expect("only passes that read indices fail");
+        let position: Vec<usize> = index
+            .coords
+            .iter()
+            .map(|c| match c {
+                Coord::Loop(d) => bad.0[*d],
+                Coord::Index => unreachable!("indices are not read through an index"),
+            })
+            .collect();
+        let key = self.plan.key;
+        Error::Invalid(IrError::IndexOutOfBounds {
+            op: key.kind(),
+            index: read_index(indices, &position),
+            position,
+            axis: key.axis(),
+            size: data_shape[key.axis()],
+        })
+    }
+}
+
+/// The parameter block of `nest` for these operands (see `crate::abi`).
+fn bind(nest: &LoopNest, layout: &ParamLayout, ops: &Operands<'_>) -> Vec<i64> {
+    let mut params = vec![0i64; layout.len];
+    let domain = ops.get(nest.domain);
+    for (n, &d) in domain.shape.iter().enumerate() {
+        params[n] = d as i64;
+    }
+    for (slots, access) in layout.accesses.iter().zip(abi::accesses(nest)) {
+        let raw = ops.get(access.operand);
+        for (j, coord) in access.coords.iter().enumerate() {
+            match coord {
+                Coord::Loop(d) => params[slots.strides_at + d] += raw.strides[j] as i64,
+                Coord::Index => {
+                    params[slots.indexed_stride_at.expect("indexed access has a slot")] =
+                        raw.strides[j] as i64
+                }
+            }
+        }
+    }
+    if let (Some(at), Some((operand, dim))) = (layout.bound_at, nest.bound) {
+        params[at] = ops.get(operand).shape[dim] as i64;
+    }
+    params
+}
+
+/// The index stored at `position` of `indices`, widened to i128.
+fn read_index(indices: &TensorView<'_>, position: &[usize]) -> i128 {
+    let offset: isize = position
+        .iter()
+        .zip(indices.strides())
+        .map(|(&p, &s)| p as isize * s)
+        .sum();
+    let bytes = indices.element_bytes(offset);
+    let mut raw = [0u8; 8];
+    raw[..bytes.len()].copy_from_slice(bytes);
+    let unused_bits = 64 - 8 * bytes.len() as u32;
+    if indices.dtype().is_signed_integer() {
+        // Shift the sign bit to the top and back to sign-extend.
+        ((i64::from_le_bytes(raw) << unused_bits) >> unused_bits) as i128
+    } else {
+        u64::from_le_bytes(raw) as i128
+    }
+}

@@ -1,0 +1,152 @@
+//! The host steps of `mean` around its compiled apply pass: start every sum from data (or
+//! zero) before, divide the sums of targeted elements after. Both are `O(output)` passes,
+//! dispatched on the dtype once per call.
+
+use half::{bf16, f16};
+use scatterjit_ir::{DType, Element, Reduction};
+
+use crate::tensor::TensorViewMut;
+
+/// Per-element sums and counts, contiguous in the output's row-major order, laid out as the
+/// compiled apply pass reads them (accumulators little-endian, counts i64).
+pub(crate) struct MeanScratch {
+    pub acc: Vec<u8>,
+    pub count: Vec<i64>,
+}
+
+/// A value of one of the accumulator types, stored little-endian as the JIT stores it.
+trait Accumulator: Copy {
+    const WIDTH: usize;
+    fn read(bytes: &[u8]) -> Self;
+    fn write(self, out: &mut [u8]);
+}
+
+macro_rules! accumulators {
+    ($($t:ty),*) => {$(
+        impl Accumulator for $t {
+            const WIDTH: usize = std::mem::size_of::<$t>();
+            fn read(bytes: &[u8]) -> Self {
+                let mut raw = [0u8; std::mem::size_of::<$t>()];
+                raw.copy_from_slice(&bytes[..Self::WIDTH]);
+                <$t>::from_le_bytes(raw)
+            }
+            fn write(self, out: &mut [u8]) {
+                out[..Self::WIDTH].copy_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+
+accumulators!(f32, f64, i64, i128);
+
+/// A dtype `mean` applies to, with its accumulator.
+trait MeanElement: Element {
+    type Acc: Accumulator;
+    /// The sum an element starts from without `use_init_val` (-0.0: IEEE addition's identity).
+    const START: Self::Acc;
+    fn widen(self) -> Self::Acc;
+    /// `sum / n`, rounded as SPEC.md says (floats once, integers toward negative infinity).
+    fn finish(sum: Self::Acc, n: i64) -> Self;
+}
+
+macro_rules! float_means {
+    ($($t:ty => $acc:ty, $widen:expr, $narrow:expr;)*) => {$(
+        impl MeanElement for $t {
+            type Acc = $acc;
+            const START: $acc = -0.0;
+            fn widen(self) -> $acc {
+                $widen(self)
+            }
+            fn finish(sum: $acc, n: i64) -> Self {
+                $narrow(sum / n as $acc)
+            }
+        }
+    )*};
+}
+
+float_means! {
+    f16 => f32, f16::to_f32, f16::from_f32;
+    bf16 => f32, bf16::to_f32, bf16::from_f32;
+    f32 => f32, std::convert::identity, std::convert::identity;
+    f64 => f64, std::convert::identity, std::convert::identity;
+}
+
+macro_rules! int_means {
+    ($($t:ty => $acc:ty;)*) => {$(
+        impl MeanElement for $t {
+            type Acc = $acc;
+            const START: $acc = 0;
+            fn widen(self) -> $acc {
+                self as $acc
+            }
+            fn finish(sum: $acc, n: i64) -> Self {
+                // The floor of a mean of values of this type is again in its range.
+                sum.div_euclid(n as $acc) as $t
+            }
+        }
+    )*};
+}
+
+int_means! {
+    i8 => i64; i16 => i64; i32 => i64; u8 => i64; u16 => i64; u32 => i64;
+    i64 => i128; u64 => i128;
+}
+
+/// Runs `$body` with `$t` bound to the Rust type of a dtype `mean` supports.
+macro_rules! with_mean_type {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            DType::F16 => { type $t = f16; $body }
+            DType::BF16 => { type $t = bf16; $body }
+            DType::F32 => { type $t = f32; $body }
+            DType::F64 => { type $t = f64; $body }
+            DType::I8 => { type $t = i8; $body }
+            DType::I16 => { type $t = i16; $body }
+            DType::I32 => { type $t = i32; $body }
+            DType::I64 => { type $t = i64; $body }
+            DType::U8 => { type $t = u8; $body }
+            DType::U16 => { type $t = u16; $body }
+            DType::U32 => { type $t = u32; $body }
+            DType::U64 => { type $t = u64; $body }
+            other => unreachable!("keys reject mean for {other}"),
+        }
+    };
+}
+
+/// Sums start from the output's current values (`use_init_val`) or zero; counts from 0.
+pub(crate) fn prepare(out: &mut TensorViewMut<'_>, use_init_val: bool) -> MeanScratch {
+    let dtype = out.dtype();
+    let acc = Reduction::mean_accumulator(dtype).expect("keys admit mean only with an accumulator");
+    let n: usize = out.shape().iter().product();
+    let mut sums = vec![0u8; n * acc.size()];
+    with_mean_type!(dtype, T => {
+        let width = <<T as MeanElement>::Acc as Accumulator>::WIDTH;
+        debug_assert_eq!(width, acc.size());
+        let mut chunks = sums.chunks_exact_mut(width);
+        out.for_each_element(|bytes| {
+            let start = if use_init_val { T::read_le(bytes).widen() } else { <T as MeanElement>::START };
+            start.write(chunks.next().expect("one sum per element"));
+        });
+    });
+    MeanScratch {
+        acc: sums,
+        count: vec![0; n],
+    }
+}
+
+/// Writes `sum / (count + use_init_val)` into every element that received an update.
+pub(crate) fn finish(out: &mut TensorViewMut<'_>, scratch: &MeanScratch, use_init_val: bool) {
+    let extra = i64::from(use_init_val);
+    with_mean_type!(out.dtype(), T => {
+        let width = <<T as MeanElement>::Acc as Accumulator>::WIDTH;
+        let mut sums = scratch.acc.chunks_exact(width);
+        let mut counts = scratch.count.iter();
+        out.for_each_element(|bytes| {
+            let sum = <<T as MeanElement>::Acc as Accumulator>::read(sums.next().expect("one sum per element"));
+            let count = *counts.next().expect("one count per element");
+            if count > 0 {
+                T::finish(sum, count + extra).write_le(bytes);
+            }
+        });
+    });
+}

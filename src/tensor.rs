@@ -1,0 +1,362 @@
+//! Strided views over caller memory: what kernels read and write without copying.
+//!
+//! A view is a byte slice plus dtype, shape, element strides (may be zero or negative) and
+//! the element offset of position 0. Constructors prove that every addressed element lies
+//! inside the slice, so a kernel given a view never touches memory outside it.
+
+use scatterjit_ir::{checked_numel, row_major_strides, DType, Error, Meta, Result, Tensor, TensorRole};
+
+/// The geometry shared by both view kinds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Layout {
+    dtype: DType,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    /// Element offset of position 0 from the start of the slice.
+    offset: usize,
+}
+
+impl Layout {
+    fn new(
+        tensor: TensorRole,
+        dtype: DType,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+        len: usize,
+    ) -> Result<Layout> {
+        let invalid = |reason: String| Error::InvalidView { tensor, reason };
+        if dtype == DType::String {
+            return Err(invalid("string tensors are not stored as bytes".into()));
+        }
+        if strides.len() != shape.len() {
+            return Err(invalid(format!(
+                "{} strides for {} dims",
+                strides.len(),
+                shape.len()
+            )));
+        }
+        checked_numel(shape)?;
+        let size = dtype.size() as i128;
+        if shape.iter().all(|&d| d > 0) {
+            // Lowest and highest element offsets any position reaches.
+            let (mut lo, mut hi) = (offset as i128, offset as i128);
+            for (&d, &s) in shape.iter().zip(strides) {
+                let reach = (d as i128 - 1) * s as i128;
+                if reach < 0 {
+                    lo += reach;
+                } else {
+                    hi += reach;
+                }
+            }
+            if lo < 0 {
+                return Err(invalid(format!(
+                    "strides {strides:?} from offset {offset} reach element {lo}, before the buffer"
+                )));
+            }
+            if (hi + 1) * size > len as i128 {
+                return Err(invalid(format!(
+                    "shape {shape:?} with strides {strides:?} and offset {offset} needs {} bytes, the buffer has {len}",
+                    (hi + 1) * size
+                )));
+            }
+        }
+        Ok(Layout {
+            dtype,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            offset,
+        })
+    }
+
+    fn contiguous(dtype: DType, shape: &[usize]) -> Layout {
+        Layout {
+            dtype,
+            shape: shape.to_vec(),
+            strides: row_major_strides(shape).iter().map(|&s| s as isize).collect(),
+            offset: 0,
+        }
+    }
+
+    /// True if no two positions share an element (checked by a sufficient condition: each
+    /// dim's stride, by increasing magnitude, steps over everything the smaller ones reach).
+    fn is_non_overlapping(&self) -> bool {
+        let mut dims: Vec<(usize, usize)> = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .filter(|(&d, _)| d > 1)
+            .map(|(&d, &s)| (s.unsigned_abs(), d))
+            .collect();
+        if self.shape.contains(&0) {
+            return true;
+        }
+        dims.sort_unstable();
+        let mut reach = 0usize; // highest element offset the smaller dims reach
+        for (stride, d) in dims {
+            if stride <= reach || stride == 0 {
+                return false;
+            }
+            reach = match (d - 1).checked_mul(stride).and_then(|r| r.checked_add(reach)) {
+                Some(r) => r,
+                None => return false,
+            };
+        }
+        true
+    }
+}
+
+/// A read-only strided view of elements in a byte slice.
+#[derive(Clone, Debug)]
+pub struct TensorView<'a> {
+    layout: Layout,
+    bytes: &'a [u8],
+}
+
+/// A writable strided view; its elements never overlap, so each write lands once.
+#[derive(Debug)]
+pub struct TensorViewMut<'a> {
+    layout: Layout,
+    bytes: &'a mut [u8],
+}
+
+impl<'a> TensorView<'a> {
+    /// A view of `bytes` with element `strides` (zero and negative allowed) and the element
+    /// `offset` of position 0. Fails unless every position lies inside `bytes`.
+    ///
+    /// A scalar broadcast to a shape (PyTorch's `scatter_(dim, index, value)`) is a view
+    /// with all strides zero:
+    /// ```
+    /// use scatterjit::{DType, TensorView};
+    /// let one = 1.5f32.to_le_bytes();
+    /// let v = TensorView::new(DType::F32, &[2, 3], &[0, 0], 0, &one).unwrap();
+    /// assert_eq!(v.shape(), [2, 3]);
+    /// ```
+    pub fn new(
+        dtype: DType,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+        bytes: &'a [u8],
+    ) -> Result<Self> {
+        let layout = Layout::new(TensorRole::Data, dtype, shape, strides, offset, bytes.len())?;
+        Ok(TensorView { layout, bytes })
+    }
+
+    /// A row-major view of exactly `numel * size` bytes.
+    pub fn contiguous(dtype: DType, shape: &[usize], bytes: &'a [u8]) -> Result<Self> {
+        let strides: Vec<isize> = row_major_strides(shape).iter().map(|&s| s as isize).collect();
+        let view = Self::new(dtype, shape, &strides, 0, bytes)?;
+        let needed = scatterjit_ir::checked_nbytes(dtype, shape)?;
+        if needed != bytes.len() {
+            return Err(Error::BufferSize {
+                expected: needed,
+                actual: bytes.len(),
+            });
+        }
+        Ok(view)
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.layout.dtype
+    }
+    /// Dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.layout.shape
+    }
+    /// Element strides.
+    pub fn strides(&self) -> &[isize] {
+        &self.layout.strides
+    }
+    /// The dtype and shape, for validation.
+    pub fn meta(&self) -> Meta<'_> {
+        Meta::new(self.layout.dtype, &self.layout.shape)
+    }
+
+    /// Copies the viewed elements into a new contiguous tensor.
+    pub fn to_tensor(&self) -> Tensor {
+        let size = self.dtype().size();
+        let mut out = Vec::with_capacity(self.numel() * size);
+        for_each_offset(&self.layout.shape, &self.layout.strides, |off| {
+            let at = (self.layout.offset as isize + off) as usize * size;
+            out.extend_from_slice(&self.bytes[at..at + size]);
+        });
+        Tensor::from_bytes(self.dtype(), self.layout.shape.clone(), out)
+            .expect("a view's elements form a tensor of its dtype and shape")
+    }
+
+    /// The bytes of the element at element `offset` from position 0 (a position's offset).
+    pub(crate) fn element_bytes(&self, offset: isize) -> &[u8] {
+        let size = self.dtype().size();
+        let at = (self.layout.offset as isize + offset) as usize * size;
+        &self.bytes[at..at + size]
+    }
+
+    fn numel(&self) -> usize {
+        self.layout.shape.iter().product()
+    }
+
+    /// Address of position 0 (for kernels, which only reach validated positions).
+    pub(crate) fn raw(&self) -> RawOperand<'_> {
+        RawOperand {
+            ptr: self.bytes.as_ptr().wrapping_add(self.layout.offset * self.dtype().size()) as *mut u8,
+            shape: &self.layout.shape,
+            strides: &self.layout.strides,
+        }
+    }
+}
+
+impl<'a> From<&'a Tensor> for TensorView<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        TensorView {
+            layout: Layout::contiguous(t.dtype(), t.shape()),
+            bytes: t.bytes(),
+        }
+    }
+}
+
+impl<'a> TensorViewMut<'a> {
+    /// A writable view; like [`TensorView::new`], and also fails if two positions would
+    /// share an element.
+    pub fn new(
+        dtype: DType,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+        bytes: &'a mut [u8],
+    ) -> Result<Self> {
+        let layout = Layout::new(TensorRole::Output, dtype, shape, strides, offset, bytes.len())?;
+        if !layout.is_non_overlapping() {
+            return Err(Error::InvalidView {
+                tensor: TensorRole::Output,
+                reason: format!("shape {shape:?} with strides {strides:?} makes elements overlap"),
+            });
+        }
+        Ok(TensorViewMut { layout, bytes })
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.layout.dtype
+    }
+    /// Dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.layout.shape
+    }
+    /// Element strides.
+    pub fn strides(&self) -> &[isize] {
+        &self.layout.strides
+    }
+    /// The dtype and shape, for validation.
+    pub fn meta(&self) -> Meta<'_> {
+        Meta::new(self.layout.dtype, &self.layout.shape)
+    }
+    /// A read-only view of the same elements.
+    pub fn as_view(&self) -> TensorView<'_> {
+        TensorView {
+            layout: self.layout.clone(),
+            bytes: self.bytes,
+        }
+    }
+
+    /// Calls `f` with the bytes of every element, in row-major order.
+    pub(crate) fn for_each_element(&mut self, mut f: impl FnMut(&mut [u8])) {
+        let size = self.dtype().size();
+        let base = self.layout.offset as isize;
+        let bytes = &mut *self.bytes;
+        for_each_offset(&self.layout.shape, &self.layout.strides, |off| {
+            let at = (base + off) as usize * size;
+            f(&mut bytes[at..at + size]);
+        });
+    }
+
+    /// Address of position 0 (for kernels, which only reach validated positions).
+    pub(crate) fn raw(&mut self) -> RawOperand<'_> {
+        RawOperand {
+            ptr: self.bytes.as_mut_ptr().wrapping_add(self.layout.offset * self.dtype().size()),
+            shape: &self.layout.shape,
+            strides: &self.layout.strides,
+        }
+    }
+}
+
+impl<'a> From<&'a mut Tensor> for TensorViewMut<'a> {
+    fn from(t: &'a mut Tensor) -> Self {
+        TensorViewMut {
+            layout: Layout::contiguous(t.dtype(), t.shape()),
+            bytes: t.bytes_mut(),
+        }
+    }
+}
+
+/// What a kernel call needs of one operand: address of position 0, shape, element strides.
+/// Only views build these, so every position of `shape` is inside the viewed memory.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawOperand<'a> {
+    pub ptr: *mut u8,
+    pub shape: &'a [usize],
+    pub strides: &'a [isize],
+}
+
+/// Calls `f` with the element offset of every position of `shape`, in row-major order.
+pub(crate) fn for_each_offset(shape: &[usize], strides: &[isize], mut f: impl FnMut(isize)) {
+    if shape.contains(&0) {
+        return;
+    }
+    let mut pos = vec![0usize; shape.len()];
+    let mut off = 0isize;
+    loop {
+        f(off);
+        let mut d = shape.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            pos[d] += 1;
+            off += strides[d];
+            if pos[d] < shape[d] {
+                break;
+            }
+            off -= strides[d] * shape[d] as isize;
+            pos[d] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_must_fit_their_buffer() {
+        let bytes = [0u8; 24];
+        assert!(TensorView::new(DType::F32, &[2, 3], &[3, 1], 0, &bytes).is_ok());
+        assert!(TensorView::new(DType::F32, &[2, 3], &[3, 1], 1, &bytes).is_err());
+        assert!(TensorView::new(DType::F32, &[2, 3], &[-3, 1], 3, &bytes).is_ok());
+        assert!(TensorView::new(DType::F32, &[2, 3], &[-3, 1], 2, &bytes).is_err());
+        assert!(TensorView::new(DType::F32, &[0, 100], &[100, 1], 0, &bytes).is_ok());
+        assert!(TensorView::new(DType::F32, &[2], &[1, 1], 0, &bytes).is_err());
+    }
+
+    #[test]
+    fn writable_views_must_not_overlap() {
+        let mut bytes = [0u8; 24];
+        assert!(TensorViewMut::new(DType::F32, &[2, 3], &[1, 1], 0, &mut bytes).is_err());
+        assert!(TensorViewMut::new(DType::F32, &[2, 3], &[1, 2], 0, &mut bytes).is_ok());
+        assert!(TensorViewMut::new(DType::F32, &[3, 2], &[1, 3], 0, &mut bytes).is_ok());
+        assert!(TensorViewMut::new(DType::F32, &[2, 3], &[0, 1], 0, &mut bytes).is_err());
+        assert!(TensorViewMut::new(DType::F32, &[1, 3], &[0, 1], 0, &mut bytes).is_ok());
+    }
+
+    #[test]
+    fn offsets_are_row_major() {
+        let mut seen = Vec::new();
+        for_each_offset(&[2, 2], &[1, 10], |o| seen.push(o));
+        assert_eq!(seen, [0, 10, 1, 11]);
+        let mut n = 0;
+        for_each_offset(&[], &[], |_| n += 1);
+        assert_eq!(n, 1);
+    }
+}

@@ -1,0 +1,619 @@
+//! The differential suite: random problems run on the reference interpreter and on the JIT
+//! (out of place, into a strided output, and in place), which must agree bit for bit (NaN
+//! payloads aside) on the result or on the same error. Named edge cases share the table.
+
+use proptest::prelude::*;
+use scatterjit::ir::{interp, DType, KernelKey, Op, OpKind, Reduction, Tensor};
+use scatterjit::{Error, KernelCache, TensorView, TensorViewMut};
+
+/// How an input is laid out in memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Layout {
+    /// Row-major, packed.
+    Contiguous,
+    /// Row-major with gaps: each dim padded by 1 or 2 elements.
+    Padded,
+    /// Padded, and dim 0 walked backwards (negative stride).
+    Reversed,
+    /// One element broadcast to the whole shape (all strides zero): PyTorch's scalar `value`.
+    Broadcast,
+}
+
+/// Where an out-of-bounds index goes and what it is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BadIndex {
+    /// `s`: one past the end.
+    Size,
+    /// `-s - 1`: one before the start.
+    BeforeStart,
+    /// The index type's minimum (0 for unsigned types, so then its maximum).
+    Min,
+    /// The index type's maximum.
+    Max,
+}
+
+/// One generated problem.
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub kind: OpKind,
+    pub dtype: DType,
+    pub index_dtype: DType,
+    pub data_shape: Vec<usize>,
+    pub index_shape: Vec<usize>,
+    /// Extra size of updates over indices per dim (PyTorch's larger `src`).
+    pub update_extra: Vec<usize>,
+    pub axis: i64,
+    pub reduction: Reduction,
+    pub use_init_val: bool,
+    pub layouts: [Layout; 3],
+    pub bad: Option<(usize, BadIndex)>,
+    pub seed: u64,
+}
+
+const NUMERIC: &[DType] = &[
+    DType::F16,
+    DType::BF16,
+    DType::F32,
+    DType::F64,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+    DType::Bool,
+    DType::Complex64,
+    DType::Complex128,
+];
+
+const INDEX: &[DType] = &[
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+];
+
+/// SplitMix64: values from the case's seed, so a case is reproducible from its Debug print.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+}
+
+/// Random element bytes: floats favour specials (NaN, ±0, ±inf) and small integers so that
+/// sums, products and comparisons are exercised at their edges.
+fn random_element(dtype: DType, rng: &mut Rng, out: &mut [u8]) {
+    let pick_float = |rng: &mut Rng| -> f64 {
+        match rng.below(12) {
+            0 => f64::NAN,
+            1 => 0.0,
+            2 => -0.0,
+            3 => f64::INFINITY,
+            4 => f64::NEG_INFINITY,
+            5 | 6 => (rng.below(2001) as f64 - 1000.0) / 8.0,
+            7 => 2048.0,
+            _ => (rng.below(21) as f64) - 10.0,
+        }
+    };
+    match dtype {
+        DType::F16 => out.copy_from_slice(&half::f16::from_f64(pick_float(rng)).to_le_bytes()),
+        DType::BF16 => out.copy_from_slice(&half::bf16::from_f64(pick_float(rng)).to_le_bytes()),
+        DType::F32 => out.copy_from_slice(&(pick_float(rng) as f32).to_le_bytes()),
+        DType::F64 => out.copy_from_slice(&pick_float(rng).to_le_bytes()),
+        DType::Complex64 => {
+            out[..4].copy_from_slice(&(pick_float(rng) as f32).to_le_bytes());
+            out[4..].copy_from_slice(&(pick_float(rng) as f32).to_le_bytes());
+        }
+        DType::Complex128 => {
+            out[..8].copy_from_slice(&pick_float(rng).to_le_bytes());
+            out[8..].copy_from_slice(&pick_float(rng).to_le_bytes());
+        }
+        DType::Bool => out[0] = (rng.next() & 1) as u8,
+        _ => {
+            let v = match rng.below(4) {
+                0 => rng.next(),                     // anything, extremes included
+                _ => rng.below(7).wrapping_sub(3), // small, around zero
+            };
+            out.copy_from_slice(&v.to_le_bytes()[..out.len()]);
+        }
+    }
+}
+
+fn random_tensor(dtype: DType, shape: &[usize], rng: &mut Rng) -> Tensor {
+    let n: usize = shape.iter().product();
+    let size = dtype.size();
+    let mut bytes = vec![0u8; n * size];
+    for chunk in bytes.chunks_exact_mut(size) {
+        random_element(dtype, rng, chunk);
+    }
+    Tensor::from_bytes(dtype, shape.to_vec(), bytes).unwrap()
+}
+
+/// Stores `value` (an integer that fits `dtype` or wraps into it) as an index element.
+fn index_bytes(dtype: DType, value: i128) -> Vec<u8> {
+    value.to_le_bytes()[..dtype.size()].to_vec()
+}
+
+fn index_range(dtype: DType) -> (i128, i128) {
+    let bits = 8 * dtype.size() as u32;
+    if dtype.is_signed_integer() {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    } else {
+        (0, (1i128 << bits) - 1)
+    }
+}
+
+impl Case {
+    fn op(&self) -> Op {
+        match self.kind {
+            OpKind::ScatterElements => Op::ScatterElements {
+                axis: self.axis,
+                reduction: self.reduction,
+                use_init_val: self.use_init_val,
+            },
+            OpKind::GatherElements => Op::GatherElements { axis: self.axis },
+            OpKind::Gather => Op::Gather { axis: self.axis },
+        }
+    }
+
+    /// The axis size the indices are drawn against (0 when the axis is out of range).
+    fn axis_size(&self) -> usize {
+        let r = self.data_shape.len() as i64;
+        let a = if self.axis < 0 { self.axis + r } else { self.axis };
+        if (0..r).contains(&a) {
+            self.data_shape[a as usize]
+        } else {
+            0
+        }
+    }
+
+    /// Contiguous inputs: data, indices (in range unless `bad` says otherwise), updates.
+    pub fn tensors(&self) -> (Tensor, Tensor, Option<Tensor>) {
+        let mut rng = Rng(self.seed);
+        let data = random_tensor(self.dtype, &self.data_shape, &mut rng);
+        let s = self.axis_size() as i128;
+        let n: usize = self.index_shape.iter().product();
+        let (lo, hi) = index_range(self.index_dtype);
+        let mut idx = Vec::with_capacity(n * self.index_dtype.size());
+        for _ in 0..n {
+            // In range: [-s, s) for signed types, [0, s) for unsigned.
+            let low = if self.index_dtype.is_signed_integer() { -s } else { 0 };
+            let span = (s - low) as u64;
+            let v = if span == 0 { 0 } else { low + rng.below(span) as i128 };
+            idx.extend(index_bytes(self.index_dtype, v.clamp(lo, hi)));
+        }
+        if let Some((at, kind)) = self.bad {
+            if n > 0 {
+                let value = match kind {
+                    BadIndex::Size => s,
+                    BadIndex::BeforeStart => -s - 1,
+                    BadIndex::Min if lo < 0 => lo,
+                    BadIndex::Min | BadIndex::Max => hi,
+                };
+                if (lo..=hi).contains(&value) {
+                    let size = self.index_dtype.size();
+                    let p = at % n;
+                    idx[p * size..(p + 1) * size]
+                        .copy_from_slice(&index_bytes(self.index_dtype, value));
+                }
+            }
+        }
+        let indices =
+            Tensor::from_bytes(self.index_dtype, self.index_shape.clone(), idx).unwrap();
+        let updates = (self.kind == OpKind::ScatterElements).then(|| {
+            let shape: Vec<usize> = self
+                .index_shape
+                .iter()
+                .zip(&self.update_extra)
+                .map(|(i, e)| i + e)
+                .collect();
+            random_tensor(self.dtype, &shape, &mut rng)
+        });
+        (data, indices, updates)
+    }
+}
+
+/// A buffer holding `t`'s elements in `layout`, with the strides and offset to view it.
+pub struct Strided {
+    pub bytes: Vec<u8>,
+    pub strides: Vec<isize>,
+    pub offset: usize,
+}
+
+pub fn lay_out(t: &Tensor, layout: Layout, rng_seed: u64) -> Strided {
+    let size = t.dtype().size();
+    let shape = t.shape();
+    let numel = t.numel();
+    if layout == Layout::Broadcast && numel > 0 {
+        return Strided {
+            bytes: t.bytes()[..size].to_vec(),
+            strides: vec![0; shape.len()],
+            offset: 0,
+        };
+    }
+    if layout == Layout::Contiguous || layout == Layout::Broadcast || numel == 0 {
+        return Strided {
+            bytes: t.bytes().to_vec(),
+            strides: t.strides().iter().map(|&s| s as isize).collect(),
+            offset: 0,
+        };
+    }
+    let mut rng = Rng(rng_seed);
+    let padded: Vec<usize> = shape.iter().map(|&d| d + 1 + rng.below(2) as usize).collect();
+    let mut strides: Vec<isize> = scatterjit::ir::row_major_strides(&padded)
+        .iter()
+        .map(|&s| s as isize)
+        .collect();
+    let total: usize = padded.iter().product();
+    let mut offset = 0usize;
+    if layout == Layout::Reversed && !shape.is_empty() {
+        offset = (shape[0] - 1) * strides[0] as usize;
+        strides[0] = -strides[0];
+    }
+    // Gaps hold a recognizable garbage byte: a kernel that reads them produces wrong values.
+    let mut bytes = vec![0xA5u8; total * size];
+    if t.dtype() == DType::Bool {
+        bytes.fill(1);
+    }
+    let src: Vec<isize> = t.strides().iter().map(|&s| s as isize).collect();
+    let mut pos = vec![0usize; shape.len()];
+    for flat in 0..numel {
+        let mut rem = flat;
+        for d in 0..shape.len() {
+            pos[d] = rem / src[d] as usize;
+            rem %= src[d] as usize;
+        }
+        let at: isize = offset as isize
+            + pos.iter().zip(&strides).map(|(&p, &s)| p as isize * s).sum::<isize>();
+        let at = at as usize * size;
+        bytes[at..at + size].copy_from_slice(&t.bytes()[flat * size..(flat + 1) * size]);
+    }
+    Strided {
+        bytes,
+        strides,
+        offset,
+    }
+}
+
+/// Element-wise equality of two byte buffers of `dtype`, where any NaN equals any NaN.
+pub fn same_values(dtype: DType, a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let part = match dtype {
+        DType::Complex64 => 4,
+        DType::Complex128 => 8,
+        d => d.size(),
+    };
+    let is_nan = |x: &[u8]| match dtype {
+        DType::F16 => half::f16::from_le_bytes([x[0], x[1]]).is_nan(),
+        DType::BF16 => half::bf16::from_le_bytes([x[0], x[1]]).is_nan(),
+        DType::F32 | DType::Complex64 => f32::from_le_bytes(x.try_into().unwrap()).is_nan(),
+        DType::F64 | DType::Complex128 => f64::from_le_bytes(x.try_into().unwrap()).is_nan(),
+        _ => false,
+    };
+    a.chunks_exact(part)
+        .zip(b.chunks_exact(part))
+        .all(|(x, y)| x == y || (is_nan(x) && is_nan(y)))
+}
+
+fn show(t: &Tensor) -> String {
+    format!("{} {:?} {:02x?}", t.dtype(), t.shape(), t.bytes())
+}
+
+/// Runs one case on every engine and path; `Err` describes the first disagreement.
+pub fn check(case: &Case) -> Result<(), String> {
+    let (data, indices, updates) = case.tensors();
+    let op = case.op();
+    let mut seed = case.seed;
+    let mut strided = |t: &Tensor, layout: Layout| {
+        seed = seed.wrapping_add(1);
+        lay_out(t, layout, seed)
+    };
+    let ds = strided(&data, case.layouts[0]);
+    let is = strided(&indices, case.layouts[1]);
+    let us = updates.as_ref().map(|u| strided(u, case.layouts[2]));
+    let dv = TensorView::new(data.dtype(), data.shape(), &ds.strides, ds.offset, &ds.bytes).unwrap();
+    let iv =
+        TensorView::new(indices.dtype(), indices.shape(), &is.strides, is.offset, &is.bytes).unwrap();
+    let uv = match (&updates, &us) {
+        (Some(u), Some(s)) => {
+            Some(TensorView::new(u.dtype(), u.shape(), &s.strides, s.offset, &s.bytes).unwrap())
+        }
+        _ => None,
+    };
+    // The interpreter sees exactly what the views hold, as contiguous tensors.
+    let updates_seen = uv.as_ref().map(|v| v.to_tensor());
+    let expected = interp::run(&op, &dv.to_tensor(), &iv.to_tensor(), updates_seen.as_ref());
+
+    let validated = op.validate(data.meta(), indices.meta(), updates.as_ref().map(|u| u.meta()));
+    let key: KernelKey = match (&validated, &expected) {
+        (Ok(v), _) => v.key,
+        (Err(e), Err(want)) if e == want => return Ok(()),
+        (Err(e), _) => return Err(format!("validation says {e}, interpreter says {expected:?}")),
+    };
+    let kernel = KernelCache::global().get(&key).map_err(|e| format!("compile {key}: {e}"))?;
+    let agree = |what: &str, got: Result<Tensor, Error>| -> Result<(), String> {
+        match (&expected, got) {
+            (Ok(want), Ok(got)) => {
+                if want.shape() == got.shape() && same_values(want.dtype(), want.bytes(), got.bytes()) {
+                    Ok(())
+                } else {
+                    Err(format!("{what}: {key}\n want {}\n got  {}", show(want), show(&got)))
+                }
+            }
+            (Err(want), Err(got)) if got.as_invalid() == Some(want) => Ok(()),
+            (want, got) => Err(format!(
+                "{what}: {key}\n want {want:?}\n got  {:?}",
+                got.map(|t| show(&t))
+            )),
+        }
+    };
+
+    // 1. Out of place.
+    agree("run", kernel.run(&dv, &iv, uv.as_ref()))?;
+
+    // 2. Into a padded, garbage-filled output buffer.
+    let out_shape = match &expected {
+        Ok(t) => t.shape().to_vec(),
+        Err(_) => validated.as_ref().map(|v| v.out_shape.clone()).unwrap_or_default(),
+    };
+    let zeros = Tensor::zeros(case.dtype, out_shape.clone()).unwrap();
+    let mut os = lay_out(&zeros, Layout::Padded, seed ^ 0xff);
+    os.bytes.iter_mut().for_each(|b| *b = if case.dtype == DType::Bool { 1 } else { 0x5A });
+    let before = os.bytes.clone();
+    let result = {
+        let mut ov = TensorViewMut::new(case.dtype, &out_shape, &os.strides, os.offset, &mut os.bytes)
+            .unwrap();
+        kernel.run_into(&mut ov, &dv, &iv, uv.as_ref()).map(|()| ov.as_view().to_tensor())
+    };
+    if result.is_err() && os.bytes != before {
+        return Err(format!("run_into: {key} failed but wrote its output"));
+    }
+    agree("run_into", result)?;
+
+    // 3. In place on a strided copy of data (PyTorch scatter_).
+    if let Some(uv) = &uv {
+        let mut copy = lay_out(&data, case.layouts[0], seed ^ 0xabc);
+        let before = copy.bytes.clone();
+        let result = {
+            let mut view = TensorViewMut::new(
+                case.dtype,
+                data.shape(),
+                &copy.strides,
+                copy.offset,
+                &mut copy.bytes,
+            );
+            match &mut view {
+                // A reversed or padded layout of data is always a valid writable view.
+                Ok(view) => kernel
+                    .scatter_in_place(view, &iv, uv)
+                    .map(|()| view.as_view().to_tensor()),
+                Err(e) => return Err(format!("in place view: {e}")),
+            }
+        };
+        if result.is_err() && copy.bytes != before {
+            return Err(format!("scatter_in_place: {key} failed but changed data"));
+        }
+        agree("scatter_in_place", result)?;
+    }
+    Ok(())
+}
+
+fn layout() -> impl Strategy<Value = Layout> {
+    prop_oneof![
+        4 => Just(Layout::Contiguous),
+        2 => Just(Layout::Padded),
+        1 => Just(Layout::Reversed),
+    ]
+}
+
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![1 => Just(0usize), 2 => Just(1usize), 6 => 2usize..=4]
+}
+
+fn bad_index() -> impl Strategy<Value = Option<(usize, BadIndex)>> {
+    prop_oneof![
+        6 => Just(None),
+        1 => (any::<usize>(), prop_oneof![
+            Just(BadIndex::Size),
+            Just(BadIndex::BeforeStart),
+            Just(BadIndex::Min),
+            Just(BadIndex::Max),
+        ]).prop_map(Some),
+    ]
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let kind = prop_oneof![
+        2 => Just(OpKind::ScatterElements),
+        1 => Just(OpKind::GatherElements),
+        1 => Just(OpKind::Gather),
+    ];
+    (
+        kind,
+        prop::sample::select(NUMERIC),
+        prop::sample::select(INDEX),
+        1usize..=5,
+        0usize..=3,
+        prop::sample::select(Reduction::ALL),
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_flat_map(|(kind, dtype, index_dtype, rank, q, reduction, init, seed)| {
+            let rank = if kind == OpKind::Gather { rank.min(3) } else { rank };
+            let index_rank = if kind == OpKind::Gather { q } else { rank };
+            // Keep most reductions valid for the dtype; the rest test the error path.
+            let reduction = if reduction.supports(dtype) || seed % 8 == 0 {
+                reduction
+            } else {
+                Reduction::None
+            };
+            (
+                Just((kind, dtype, index_dtype, reduction, init, seed)),
+                prop::collection::vec(dim(), rank),
+                prop::collection::vec(dim(), index_rank),
+                prop::collection::vec(prop_oneof![3 => Just(0usize), 1 => Just(1usize)], index_rank),
+                -(rank as i64)..(rank as i64),
+                (layout(), layout(), prop_oneof![3 => layout(), 1 => Just(Layout::Broadcast)]),
+                bad_index(),
+            )
+        })
+        .prop_map(
+            |((kind, dtype, index_dtype, reduction, use_init_val, seed), data_shape, index_shape, update_extra, axis, (l0, l1, l2), bad)| {
+                let layouts = [l0, l1, l2];
+                let mut index_shape = index_shape;
+                if kind != OpKind::Gather {
+                    let a = axis.rem_euclid(data_shape.len() as i64) as usize;
+                    for d in 0..data_shape.len() {
+                        if d != a {
+                            index_shape[d] = index_shape[d].min(data_shape[d]);
+                        }
+                    }
+                }
+                Case {
+                    kind,
+                    dtype,
+                    index_dtype,
+                    data_shape,
+                    index_shape,
+                    update_extra,
+                    axis,
+                    reduction,
+                    use_init_val,
+                    layouts,
+                    bad,
+                    seed,
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn jit_agrees_with_interpreter(case in case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+}
+
+/// Builds a named case from its parts.
+#[allow(clippy::too_many_arguments)]
+fn named(
+    kind: OpKind,
+    dtype: DType,
+    index_dtype: DType,
+    data_shape: &[usize],
+    index_shape: &[usize],
+    axis: i64,
+    reduction: Reduction,
+    use_init_val: bool,
+    bad: Option<(usize, BadIndex)>,
+) -> Case {
+    Case {
+        kind,
+        dtype,
+        index_dtype,
+        data_shape: data_shape.to_vec(),
+        index_shape: index_shape.to_vec(),
+        update_extra: vec![0; index_shape.len()],
+        axis,
+        reduction,
+        use_init_val,
+        layouts: [Layout::Contiguous; 3],
+        bad,
+        seed: 7,
+    }
+}
+
+#[test]
+fn named_edge_cases() {
+    use BadIndex::*;
+    use OpKind::*;
+    let cases = [
+        // Extremes of every index type, at the first and a later position.
+        named(Gather, DType::F32, DType::I64, &[5, 3], &[4], 0, Reduction::None, true, Some((0, Min))),
+        named(Gather, DType::F32, DType::I64, &[5, 3], &[4], 0, Reduction::None, true, Some((2, Max))),
+        named(Gather, DType::F32, DType::U64, &[5, 3], &[4], 0, Reduction::None, true, Some((3, Max))),
+        named(GatherElements, DType::I8, DType::I8, &[3, 4], &[3, 4], 1, Reduction::None, true, Some((5, BeforeStart))),
+        named(ScatterElements, DType::U16, DType::U8, &[4, 4], &[2, 4], 0, Reduction::Add, true, Some((7, Size))),
+        named(ScatterElements, DType::I32, DType::I16, &[4, 4], &[2, 4], -2, Reduction::Mul, false, Some((1, Min))),
+        // Gather whose output is empty still checks every index.
+        named(Gather, DType::F32, DType::I32, &[5, 0], &[3], 0, Reduction::None, true, Some((1, Size))),
+        // Scalar index, zero-size dims, size-1 dims.
+        named(Gather, DType::Complex128, DType::I32, &[3, 2], &[], 0, Reduction::None, true, None),
+        named(ScatterElements, DType::F64, DType::I64, &[0, 3], &[0, 3], 1, Reduction::Mean, true, None),
+        named(ScatterElements, DType::BF16, DType::I64, &[1, 1, 1], &[1, 1, 1], 2, Reduction::Max, false, None),
+        // Every reduction of every numeric dtype on a duplicate-heavy 1-D problem.
+    ];
+    for case in &cases {
+        if let Err(m) = check(case) {
+            panic!("{case:?}\n{m}");
+        }
+    }
+    for &dtype in NUMERIC {
+        for &reduction in Reduction::ALL {
+            for use_init_val in [true, false] {
+                let case = named(ScatterElements, dtype, DType::I64, &[3], &[12], 0, reduction, use_init_val, None);
+                if let Err(m) = check(&case) {
+                    panic!("{case:?}\n{m}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn float16_sums_round_after_every_update() {
+    // SPEC: 2048 plus eight 1.0 is 2048 in f16 (each add rounds to nearest even).
+    let data = Tensor::from_slice(&[1], &[half::f16::from_f32(2048.0)]).unwrap();
+    let indices = Tensor::from_slice(&[8], &[0i64; 8]).unwrap();
+    let updates = Tensor::from_slice(&[8], &[half::f16::ONE; 8]).unwrap();
+    let out = scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Add, true).unwrap();
+    assert_eq!(out.to_vec::<half::f16>().unwrap(), [half::f16::from_f32(2048.0)]);
+}
+
+#[test]
+fn integer_means_are_exact_and_floor() {
+    // SPEC: the i8 mean of 100, 100, 100 without the initial value is 100 (no wrap-around).
+    let data = Tensor::from_slice(&[1], &[7i8]).unwrap();
+    let indices = Tensor::from_slice(&[3], &[0i64; 3]).unwrap();
+    let updates = Tensor::from_slice(&[3], &[100i8; 3]).unwrap();
+    let out = scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Mean, false).unwrap();
+    assert_eq!(out.to_vec::<i8>().unwrap(), [100]);
+    // (-7 + -2) / 2 = -4.5 rounds toward negative infinity: -5.
+    let data = Tensor::from_slice(&[1], &[-7i64]).unwrap();
+    let indices = Tensor::from_slice(&[1], &[0i64]).unwrap();
+    let updates = Tensor::from_slice(&[1], &[-2i64]).unwrap();
+    let out = scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Mean, true).unwrap();
+    assert_eq!(out.to_vec::<i64>().unwrap(), [-5]);
+    // i64 sums beyond 64 bits stay exact.
+    let data = Tensor::from_slice(&[1], &[i64::MAX]).unwrap();
+    let indices = Tensor::from_slice(&[3], &[0i64; 3]).unwrap();
+    let updates = Tensor::from_slice(&[3], &[i64::MAX; 3]).unwrap();
+    let out = scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Mean, true).unwrap();
+    assert_eq!(out.to_vec::<i64>().unwrap(), [i64::MAX]);
+}

@@ -1,0 +1,4 @@
+//! The one integration test binary.
+mod cli;
+mod differential;
+mod seeds;
