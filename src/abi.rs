@@ -96,8 +96,8 @@ mod tests {
 
     #[test]
     fn scatter_apply_layout() {
-        let key =
-            KernelKey::scatter_elements(DType::F32, DType::I64, 2, 1, Reduction::Add, true).unwrap();
+        let key = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 1, Reduction::Add, true)
+            .unwrap();
         let plan = Plan::new(key);
         let layout = ParamLayout::of(plan.pass(PassKind::Apply).unwrap());
         // dims 0..2; indices 2..4; updates 4..6; out 6..8 + indexed 8; bound 9; err 10..12.

@@ -79,7 +79,11 @@ impl KernelCache {
             }
             kernel
         });
-        let counter = if compiled_here { &self.misses } else { &self.hits };
+        let counter = if compiled_here {
+            &self.misses
+        } else {
+            &self.hits
+        };
         counter.fetch_add(1, Ordering::Relaxed);
         result.clone()
     }
@@ -97,7 +101,9 @@ impl KernelCache {
 
 impl std::fmt::Debug for KernelCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelCache").field("stats", &self.stats()).finish()
+        f.debug_struct("KernelCache")
+            .field("stats", &self.stats())
+            .finish()
     }
 }
 
@@ -109,10 +115,12 @@ mod tests {
     #[test]
     fn concurrent_first_requests_compile_once() {
         let cache = KernelCache::new();
-        let key =
-            KernelKey::scatter_elements(DType::I32, DType::I64, 3, 1, Reduction::Max, false).unwrap();
+        let key = KernelKey::scatter_elements(DType::I32, DType::I64, 3, 1, Reduction::Max, false)
+            .unwrap();
         let kernels: Vec<Arc<Kernel>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..8).map(|_| s.spawn(|| cache.get(&key).unwrap())).collect();
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| cache.get(&key).unwrap()))
+                .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
         assert!(kernels.iter().all(|k| Arc::ptr_eq(k, &kernels[0])));

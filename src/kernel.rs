@@ -9,6 +9,7 @@ use scatterjit_ir::{
 };
 
 use crate::abi::{self, ParamLayout, STATUS_OK};
+use crate::codegen;
 use crate::error::{Error, Result};
 use crate::jit::{self, Code, Listing};
 use crate::mean;
@@ -239,9 +240,24 @@ impl Kernel {
                 .with(Operand::Indices, indices.raw())
                 .with(Operand::Updates, updates.raw())
                 .with(Operand::Out, out.raw())
-                .with(Operand::Acc, RawOperand { ptr: acc_ptr, shape: &data_shape, strides: &strides })
-                .with(Operand::Count, RawOperand { ptr: count_ptr, shape: &data_shape, strides: &strides });
-            self.run_pass(PassKind::Apply, &ops).map_err(|b| bad(PassKind::Apply, b))?;
+                .with(
+                    Operand::Acc,
+                    RawOperand {
+                        ptr: acc_ptr,
+                        shape: &data_shape,
+                        strides: &strides,
+                    },
+                )
+                .with(
+                    Operand::Count,
+                    RawOperand {
+                        ptr: count_ptr,
+                        shape: &data_shape,
+                        strides: &strides,
+                    },
+                );
+            self.run_pass(PassKind::Apply, &ops)
+                .map_err(|b| bad(PassKind::Apply, b))?;
             mean::finish(out, &scratch, key.use_init_val());
             return Ok(());
         }
@@ -280,9 +296,12 @@ impl Kernel {
         let Some(nest) = self.plan.pass(pass) else {
             return Ok(());
         };
-        let entry = self.code.entry(pass).expect("every planned pass is compiled");
+        let entry = self
+            .code
+            .entry(pass)
+            .expect("every planned pass is compiled");
         let layout = ParamLayout::of(nest);
-        let mut params = bind(nest, &layout, ops);
+        let (mut params, order) = bind(&self.plan.key, nest, &layout, ops);
         let mut pointers = [std::ptr::null_mut::<u8>(); OPERAND_SLOTS];
         for (slot, raw) in ops.slots.iter().enumerate() {
             if let Some(raw) = raw {
@@ -301,15 +320,17 @@ impl Kernel {
         if status == STATUS_OK {
             Ok(())
         } else {
-            let counters = params[layout.err_at..layout.err_at + layout.depth]
-                .iter()
-                .map(|&c| c as usize)
-                .collect();
+            let mut counters = vec![0usize; layout.depth];
+            for (n, &d) in order.iter().enumerate() {
+                counters[d] = params[layout.err_at + n] as usize;
+            }
             Err(BadIndex(counters))
         }
     }
 
-    /// The error for a bad index met by `pass` at loop counters `bad`.
+    /// The error for a bad index met by `pass` at loop counters `bad`. Passes other than
+    /// the check may run in another loop order, so the check pass (row-major over indices)
+    /// names the first bad index, as the reference interpreter does.
     fn bad_index(
         &self,
         pass: PassKind,
@@ -317,8 +338,19 @@ impl Kernel {
         data_shape: &[usize],
         indices: &TensorView<'_>,
     ) -> Error {
-        let nest = self.plan.pass(pass).expect("the pass that failed is planned");
-        let index = nest.index.as_ref().expect("only passes that read indices fail");
+        if pass != PassKind::Check {
+            if let Err(first) = self.check_indices(data_shape, indices) {
+                return first;
+            }
+        }
+        let nest = self
+            .plan
+            .pass(pass)
+            .expect("the pass that failed is planned");
+        let index = nest
+            .index
+            .as_ref()
+            .expect("only passes that read indices fail");
         let position: Vec<usize> = index
             .coords
             .iter()
@@ -338,29 +370,62 @@ impl Kernel {
     }
 }
 
-/// The parameter block of `nest` for these operands (see `crate::abi`).
-fn bind(nest: &LoopNest, layout: &ParamLayout, ops: &Operands<'_>) -> Vec<i64> {
-    let mut params = vec![0i64; layout.len];
-    let domain = ops.get(nest.domain);
-    for (n, &d) in domain.shape.iter().enumerate() {
-        params[n] = d as i64;
+/// The parameter block of `nest` for these operands (see `crate::abi`), and the loop order
+/// chosen: `order[n]` is the domain dim that loop `n` walks.
+///
+/// Loops run outermost-first by decreasing byte stride summed over the accesses (stable, so
+/// row-major tensors keep row-major order), which puts a contiguous dim innermost wherever
+/// the views have one. Any order is correct: two updates can meet only if they differ in the
+/// axis coordinate alone, and every loop order visits those in increasing order.
+fn bind(
+    key: &KernelKey,
+    nest: &LoopNest,
+    layout: &ParamLayout,
+    ops: &Operands<'_>,
+) -> (Vec<i64>, Vec<usize>) {
+    let depth = nest.depth;
+    let mut dims = vec![0i64; depth];
+    for (n, &d) in ops.get(nest.domain).shape.iter().enumerate() {
+        dims[n] = d as i64;
     }
-    for (slots, access) in layout.accesses.iter().zip(abi::accesses(nest)) {
+    let mut strides = vec![vec![0i64; depth]; layout.accesses.len()];
+    let mut indexed = vec![0i64; layout.accesses.len()];
+    for (a, access) in abi::accesses(nest).enumerate() {
         let raw = ops.get(access.operand);
         for (j, coord) in access.coords.iter().enumerate() {
             match coord {
-                Coord::Loop(d) => params[slots.strides_at + d] += raw.strides[j] as i64,
-                Coord::Index => {
-                    params[slots.indexed_stride_at.expect("indexed access has a slot")] =
-                        raw.strides[j] as i64
-                }
+                Coord::Loop(d) => strides[a][*d] += raw.strides[j] as i64,
+                Coord::Index => indexed[a] = raw.strides[j] as i64,
             }
+        }
+    }
+    let cost = |d: usize| -> u128 {
+        abi::accesses(nest)
+            .zip(&strides)
+            .map(|(access, s)| {
+                s[d].unsigned_abs() as u128 * codegen::element_size(key, access.operand) as u128
+            })
+            .sum()
+    };
+    let mut order: Vec<usize> = (0..depth).collect();
+    order.sort_by_key(|&d| std::cmp::Reverse(cost(d)));
+
+    let mut params = vec![0i64; layout.len];
+    for (n, &d) in order.iter().enumerate() {
+        params[n] = dims[d];
+    }
+    for (a, slots) in layout.accesses.iter().enumerate() {
+        for (n, &d) in order.iter().enumerate() {
+            params[slots.strides_at + n] = strides[a][d];
+        }
+        if let Some(at) = slots.indexed_stride_at {
+            params[at] = indexed[a];
         }
     }
     if let (Some(at), Some((operand, dim))) = (layout.bound_at, nest.bound) {
         params[at] = ops.get(operand).shape[dim] as i64;
     }
-    params
+    (params, order)
 }
 
 /// The index stored at `position` of `indices`, widened to i128.

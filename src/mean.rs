@@ -96,18 +96,54 @@ int_means! {
 macro_rules! with_mean_type {
     ($dtype:expr, $t:ident => $body:expr) => {
         match $dtype {
-            DType::F16 => { type $t = f16; $body }
-            DType::BF16 => { type $t = bf16; $body }
-            DType::F32 => { type $t = f32; $body }
-            DType::F64 => { type $t = f64; $body }
-            DType::I8 => { type $t = i8; $body }
-            DType::I16 => { type $t = i16; $body }
-            DType::I32 => { type $t = i32; $body }
-            DType::I64 => { type $t = i64; $body }
-            DType::U8 => { type $t = u8; $body }
-            DType::U16 => { type $t = u16; $body }
-            DType::U32 => { type $t = u32; $body }
-            DType::U64 => { type $t = u64; $body }
+            DType::F16 => {
+                type $t = f16;
+                $body
+            }
+            DType::BF16 => {
+                type $t = bf16;
+                $body
+            }
+            DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            DType::F64 => {
+                type $t = f64;
+                $body
+            }
+            DType::I8 => {
+                type $t = i8;
+                $body
+            }
+            DType::I16 => {
+                type $t = i16;
+                $body
+            }
+            DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            DType::I64 => {
+                type $t = i64;
+                $body
+            }
+            DType::U8 => {
+                type $t = u8;
+                $body
+            }
+            DType::U16 => {
+                type $t = u16;
+                $body
+            }
+            DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            DType::U64 => {
+                type $t = u64;
+                $body
+            }
             other => unreachable!("keys reject mean for {other}"),
         }
     };

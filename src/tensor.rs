@@ -4,7 +4,9 @@
 //! the element offset of position 0. Constructors prove that every addressed element lies
 //! inside the slice, so a kernel given a view never touches memory outside it.
 
-use scatterjit_ir::{checked_numel, row_major_strides, DType, Error, Meta, Result, Tensor, TensorRole};
+use scatterjit_ir::{
+    checked_numel, row_major_strides, DType, Error, Meta, Result, Tensor, TensorRole,
+};
 
 /// The geometry shared by both view kinds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,7 +75,10 @@ impl Layout {
         Layout {
             dtype,
             shape: shape.to_vec(),
-            strides: row_major_strides(shape).iter().map(|&s| s as isize).collect(),
+            strides: row_major_strides(shape)
+                .iter()
+                .map(|&s| s as isize)
+                .collect(),
             offset: 0,
         }
     }
@@ -97,7 +102,10 @@ impl Layout {
             if stride <= reach || stride == 0 {
                 return false;
             }
-            reach = match (d - 1).checked_mul(stride).and_then(|r| r.checked_add(reach)) {
+            reach = match (d - 1)
+                .checked_mul(stride)
+                .and_then(|r| r.checked_add(reach))
+            {
                 Some(r) => r,
                 None => return false,
             };
@@ -145,7 +153,10 @@ impl<'a> TensorView<'a> {
 
     /// A row-major view of exactly `numel * size` bytes.
     pub fn contiguous(dtype: DType, shape: &[usize], bytes: &'a [u8]) -> Result<Self> {
-        let strides: Vec<isize> = row_major_strides(shape).iter().map(|&s| s as isize).collect();
+        let strides: Vec<isize> = row_major_strides(shape)
+            .iter()
+            .map(|&s| s as isize)
+            .collect();
         let view = Self::new(dtype, shape, &strides, 0, bytes)?;
         let needed = scatterjit_ir::checked_nbytes(dtype, shape)?;
         if needed != bytes.len() {
@@ -200,7 +211,10 @@ impl<'a> TensorView<'a> {
     /// Address of position 0 (for kernels, which only reach validated positions).
     pub(crate) fn raw(&self) -> RawOperand<'_> {
         RawOperand {
-            ptr: self.bytes.as_ptr().wrapping_add(self.layout.offset * self.dtype().size()) as *mut u8,
+            ptr: self
+                .bytes
+                .as_ptr()
+                .wrapping_add(self.layout.offset * self.dtype().size()) as *mut u8,
             shape: &self.layout.shape,
             strides: &self.layout.strides,
         }
@@ -226,7 +240,14 @@ impl<'a> TensorViewMut<'a> {
         offset: usize,
         bytes: &'a mut [u8],
     ) -> Result<Self> {
-        let layout = Layout::new(TensorRole::Output, dtype, shape, strides, offset, bytes.len())?;
+        let layout = Layout::new(
+            TensorRole::Output,
+            dtype,
+            shape,
+            strides,
+            offset,
+            bytes.len(),
+        )?;
         if !layout.is_non_overlapping() {
             return Err(Error::InvalidView {
                 tensor: TensorRole::Output,
@@ -274,7 +295,10 @@ impl<'a> TensorViewMut<'a> {
     /// Address of position 0 (for kernels, which only reach validated positions).
     pub(crate) fn raw(&mut self) -> RawOperand<'_> {
         RawOperand {
-            ptr: self.bytes.as_mut_ptr().wrapping_add(self.layout.offset * self.dtype().size()),
+            ptr: self
+                .bytes
+                .as_mut_ptr()
+                .wrapping_add(self.layout.offset * self.dtype().size()),
             shape: &self.layout.shape,
             strides: &self.layout.strides,
         }

@@ -15,6 +15,8 @@ pub enum Layout {
     Padded,
     /// Padded, and dim 0 walked backwards (negative stride).
     Reversed,
+    /// Padded column-major (Fortran order): the last dim has the largest stride.
+    ColumnMajor,
     /// One element broadcast to the whole shape (all strides zero): PyTorch's scalar `value`.
     Broadcast,
 }
@@ -131,7 +133,7 @@ fn random_element(dtype: DType, rng: &mut Rng, out: &mut [u8]) {
         DType::Bool => out[0] = (rng.next() & 1) as u8,
         _ => {
             let v = match rng.below(4) {
-                0 => rng.next(),                     // anything, extremes included
+                0 => rng.next(),                   // anything, extremes included
                 _ => rng.below(7).wrapping_sub(3), // small, around zero
             };
             out.copy_from_slice(&v.to_le_bytes()[..out.len()]);
@@ -179,7 +181,11 @@ impl Case {
     /// The axis size the indices are drawn against (0 when the axis is out of range).
     fn axis_size(&self) -> usize {
         let r = self.data_shape.len() as i64;
-        let a = if self.axis < 0 { self.axis + r } else { self.axis };
+        let a = if self.axis < 0 {
+            self.axis + r
+        } else {
+            self.axis
+        };
         if (0..r).contains(&a) {
             self.data_shape[a as usize]
         } else {
@@ -197,9 +203,17 @@ impl Case {
         let mut idx = Vec::with_capacity(n * self.index_dtype.size());
         for _ in 0..n {
             // In range: [-s, s) for signed types, [0, s) for unsigned.
-            let low = if self.index_dtype.is_signed_integer() { -s } else { 0 };
+            let low = if self.index_dtype.is_signed_integer() {
+                -s
+            } else {
+                0
+            };
             let span = (s - low) as u64;
-            let v = if span == 0 { 0 } else { low + rng.below(span) as i128 };
+            let v = if span == 0 {
+                0
+            } else {
+                low + rng.below(span) as i128
+            };
             idx.extend(index_bytes(self.index_dtype, v.clamp(lo, hi)));
         }
         if let Some((at, kind)) = self.bad {
@@ -218,8 +232,7 @@ impl Case {
                 }
             }
         }
-        let indices =
-            Tensor::from_bytes(self.index_dtype, self.index_shape.clone(), idx).unwrap();
+        let indices = Tensor::from_bytes(self.index_dtype, self.index_shape.clone(), idx).unwrap();
         let updates = (self.kind == OpKind::ScatterElements).then(|| {
             let shape: Vec<usize> = self
                 .index_shape
@@ -259,11 +272,24 @@ pub fn lay_out(t: &Tensor, layout: Layout, rng_seed: u64) -> Strided {
         };
     }
     let mut rng = Rng(rng_seed);
-    let padded: Vec<usize> = shape.iter().map(|&d| d + 1 + rng.below(2) as usize).collect();
-    let mut strides: Vec<isize> = scatterjit::ir::row_major_strides(&padded)
+    let padded: Vec<usize> = shape
         .iter()
-        .map(|&s| s as isize)
+        .map(|&d| d + 1 + rng.below(2) as usize)
         .collect();
+    let mut strides: Vec<isize> = if layout == Layout::ColumnMajor {
+        let reversed: Vec<usize> = padded.iter().rev().copied().collect();
+        let mut s: Vec<isize> = scatterjit::ir::row_major_strides(&reversed)
+            .iter()
+            .map(|&s| s as isize)
+            .collect();
+        s.reverse();
+        s
+    } else {
+        scatterjit::ir::row_major_strides(&padded)
+            .iter()
+            .map(|&s| s as isize)
+            .collect()
+    };
     let total: usize = padded.iter().product();
     let mut offset = 0usize;
     if layout == Layout::Reversed && !shape.is_empty() {
@@ -284,7 +310,11 @@ pub fn lay_out(t: &Tensor, layout: Layout, rng_seed: u64) -> Strided {
             rem %= src[d] as usize;
         }
         let at: isize = offset as isize
-            + pos.iter().zip(&strides).map(|(&p, &s)| p as isize * s).sum::<isize>();
+            + pos
+                .iter()
+                .zip(&strides)
+                .map(|(&p, &s)| p as isize * s)
+                .sum::<isize>();
         let at = at as usize * size;
         bytes[at..at + size].copy_from_slice(&t.bytes()[flat * size..(flat + 1) * size]);
     }
@@ -333,9 +363,22 @@ pub fn check(case: &Case) -> Result<(), String> {
     let ds = strided(&data, case.layouts[0]);
     let is = strided(&indices, case.layouts[1]);
     let us = updates.as_ref().map(|u| strided(u, case.layouts[2]));
-    let dv = TensorView::new(data.dtype(), data.shape(), &ds.strides, ds.offset, &ds.bytes).unwrap();
-    let iv =
-        TensorView::new(indices.dtype(), indices.shape(), &is.strides, is.offset, &is.bytes).unwrap();
+    let dv = TensorView::new(
+        data.dtype(),
+        data.shape(),
+        &ds.strides,
+        ds.offset,
+        &ds.bytes,
+    )
+    .unwrap();
+    let iv = TensorView::new(
+        indices.dtype(),
+        indices.shape(),
+        &is.strides,
+        is.offset,
+        &is.bytes,
+    )
+    .unwrap();
     let uv = match (&updates, &us) {
         (Some(u), Some(s)) => {
             Some(TensorView::new(u.dtype(), u.shape(), &s.strides, s.offset, &s.bytes).unwrap())
@@ -346,20 +389,36 @@ pub fn check(case: &Case) -> Result<(), String> {
     let updates_seen = uv.as_ref().map(|v| v.to_tensor());
     let expected = interp::run(&op, &dv.to_tensor(), &iv.to_tensor(), updates_seen.as_ref());
 
-    let validated = op.validate(data.meta(), indices.meta(), updates.as_ref().map(|u| u.meta()));
+    let validated = op.validate(
+        data.meta(),
+        indices.meta(),
+        updates.as_ref().map(|u| u.meta()),
+    );
     let key: KernelKey = match (&validated, &expected) {
         (Ok(v), _) => v.key,
         (Err(e), Err(want)) if e == want => return Ok(()),
-        (Err(e), _) => return Err(format!("validation says {e}, interpreter says {expected:?}")),
+        (Err(e), _) => {
+            return Err(format!(
+                "validation says {e}, interpreter says {expected:?}"
+            ))
+        }
     };
-    let kernel = KernelCache::global().get(&key).map_err(|e| format!("compile {key}: {e}"))?;
+    let kernel = KernelCache::global()
+        .get(&key)
+        .map_err(|e| format!("compile {key}: {e}"))?;
     let agree = |what: &str, got: Result<Tensor, Error>| -> Result<(), String> {
         match (&expected, got) {
             (Ok(want), Ok(got)) => {
-                if want.shape() == got.shape() && same_values(want.dtype(), want.bytes(), got.bytes()) {
+                if want.shape() == got.shape()
+                    && same_values(want.dtype(), want.bytes(), got.bytes())
+                {
                     Ok(())
                 } else {
-                    Err(format!("{what}: {key}\n want {}\n got  {}", show(want), show(&got)))
+                    Err(format!(
+                        "{what}: {key}\n want {}\n got  {}",
+                        show(want),
+                        show(&got)
+                    ))
                 }
             }
             (Err(want), Err(got)) if got.as_invalid() == Some(want) => Ok(()),
@@ -376,16 +435,29 @@ pub fn check(case: &Case) -> Result<(), String> {
     // 2. Into a padded, garbage-filled output buffer.
     let out_shape = match &expected {
         Ok(t) => t.shape().to_vec(),
-        Err(_) => validated.as_ref().map(|v| v.out_shape.clone()).unwrap_or_default(),
+        Err(_) => validated
+            .as_ref()
+            .map(|v| v.out_shape.clone())
+            .unwrap_or_default(),
     };
     let zeros = Tensor::zeros(case.dtype, out_shape.clone()).unwrap();
     let mut os = lay_out(&zeros, Layout::Padded, seed ^ 0xff);
-    os.bytes.iter_mut().for_each(|b| *b = if case.dtype == DType::Bool { 1 } else { 0x5A });
+    os.bytes
+        .iter_mut()
+        .for_each(|b| *b = if case.dtype == DType::Bool { 1 } else { 0x5A });
     let before = os.bytes.clone();
     let result = {
-        let mut ov = TensorViewMut::new(case.dtype, &out_shape, &os.strides, os.offset, &mut os.bytes)
-            .unwrap();
-        kernel.run_into(&mut ov, &dv, &iv, uv.as_ref()).map(|()| ov.as_view().to_tensor())
+        let mut ov = TensorViewMut::new(
+            case.dtype,
+            &out_shape,
+            &os.strides,
+            os.offset,
+            &mut os.bytes,
+        )
+        .unwrap();
+        kernel
+            .run_into(&mut ov, &dv, &iv, uv.as_ref())
+            .map(|()| ov.as_view().to_tensor())
     };
     if result.is_err() && os.bytes != before {
         return Err(format!("run_into: {key} failed but wrote its output"));
@@ -425,6 +497,7 @@ fn layout() -> impl Strategy<Value = Layout> {
         4 => Just(Layout::Contiguous),
         2 => Just(Layout::Padded),
         1 => Just(Layout::Reversed),
+        1 => Just(Layout::ColumnMajor),
     ]
 }
 
@@ -460,27 +533,48 @@ fn case() -> impl Strategy<Value = Case> {
         any::<bool>(),
         any::<u64>(),
     )
-        .prop_flat_map(|(kind, dtype, index_dtype, rank, q, reduction, init, seed)| {
-            let rank = if kind == OpKind::Gather { rank.min(3) } else { rank };
-            let index_rank = if kind == OpKind::Gather { q } else { rank };
-            // Keep most reductions valid for the dtype; the rest test the error path.
-            let reduction = if reduction.supports(dtype) || seed % 8 == 0 {
-                reduction
-            } else {
-                Reduction::None
-            };
-            (
-                Just((kind, dtype, index_dtype, reduction, init, seed)),
-                prop::collection::vec(dim(), rank),
-                prop::collection::vec(dim(), index_rank),
-                prop::collection::vec(prop_oneof![3 => Just(0usize), 1 => Just(1usize)], index_rank),
-                -(rank as i64)..(rank as i64),
-                (layout(), layout(), prop_oneof![3 => layout(), 1 => Just(Layout::Broadcast)]),
-                bad_index(),
-            )
-        })
+        .prop_flat_map(
+            |(kind, dtype, index_dtype, rank, q, reduction, init, seed)| {
+                let rank = if kind == OpKind::Gather {
+                    rank.min(3)
+                } else {
+                    rank
+                };
+                let index_rank = if kind == OpKind::Gather { q } else { rank };
+                // Keep most reductions valid for the dtype; the rest test the error path.
+                let reduction = if reduction.supports(dtype) || seed % 8 == 0 {
+                    reduction
+                } else {
+                    Reduction::None
+                };
+                (
+                    Just((kind, dtype, index_dtype, reduction, init, seed)),
+                    prop::collection::vec(dim(), rank),
+                    prop::collection::vec(dim(), index_rank),
+                    prop::collection::vec(
+                        prop_oneof![3 => Just(0usize), 1 => Just(1usize)],
+                        index_rank,
+                    ),
+                    -(rank as i64)..(rank as i64),
+                    (
+                        layout(),
+                        layout(),
+                        prop_oneof![3 => layout(), 1 => Just(Layout::Broadcast)],
+                    ),
+                    bad_index(),
+                )
+            },
+        )
         .prop_map(
-            |((kind, dtype, index_dtype, reduction, use_init_val, seed), data_shape, index_shape, update_extra, axis, (l0, l1, l2), bad)| {
+            |(
+                (kind, dtype, index_dtype, reduction, use_init_val, seed),
+                data_shape,
+                index_shape,
+                update_extra,
+                axis,
+                (l0, l1, l2),
+                bad,
+            )| {
                 let layouts = [l0, l1, l2];
                 let mut index_shape = index_shape;
                 if kind != OpKind::Gather {
@@ -555,18 +649,118 @@ fn named_edge_cases() {
     use OpKind::*;
     let cases = [
         // Extremes of every index type, at the first and a later position.
-        named(Gather, DType::F32, DType::I64, &[5, 3], &[4], 0, Reduction::None, true, Some((0, Min))),
-        named(Gather, DType::F32, DType::I64, &[5, 3], &[4], 0, Reduction::None, true, Some((2, Max))),
-        named(Gather, DType::F32, DType::U64, &[5, 3], &[4], 0, Reduction::None, true, Some((3, Max))),
-        named(GatherElements, DType::I8, DType::I8, &[3, 4], &[3, 4], 1, Reduction::None, true, Some((5, BeforeStart))),
-        named(ScatterElements, DType::U16, DType::U8, &[4, 4], &[2, 4], 0, Reduction::Add, true, Some((7, Size))),
-        named(ScatterElements, DType::I32, DType::I16, &[4, 4], &[2, 4], -2, Reduction::Mul, false, Some((1, Min))),
+        named(
+            Gather,
+            DType::F32,
+            DType::I64,
+            &[5, 3],
+            &[4],
+            0,
+            Reduction::None,
+            true,
+            Some((0, Min)),
+        ),
+        named(
+            Gather,
+            DType::F32,
+            DType::I64,
+            &[5, 3],
+            &[4],
+            0,
+            Reduction::None,
+            true,
+            Some((2, Max)),
+        ),
+        named(
+            Gather,
+            DType::F32,
+            DType::U64,
+            &[5, 3],
+            &[4],
+            0,
+            Reduction::None,
+            true,
+            Some((3, Max)),
+        ),
+        named(
+            GatherElements,
+            DType::I8,
+            DType::I8,
+            &[3, 4],
+            &[3, 4],
+            1,
+            Reduction::None,
+            true,
+            Some((5, BeforeStart)),
+        ),
+        named(
+            ScatterElements,
+            DType::U16,
+            DType::U8,
+            &[4, 4],
+            &[2, 4],
+            0,
+            Reduction::Add,
+            true,
+            Some((7, Size)),
+        ),
+        named(
+            ScatterElements,
+            DType::I32,
+            DType::I16,
+            &[4, 4],
+            &[2, 4],
+            -2,
+            Reduction::Mul,
+            false,
+            Some((1, Min)),
+        ),
         // Gather whose output is empty still checks every index.
-        named(Gather, DType::F32, DType::I32, &[5, 0], &[3], 0, Reduction::None, true, Some((1, Size))),
+        named(
+            Gather,
+            DType::F32,
+            DType::I32,
+            &[5, 0],
+            &[3],
+            0,
+            Reduction::None,
+            true,
+            Some((1, Size)),
+        ),
         // Scalar index, zero-size dims, size-1 dims.
-        named(Gather, DType::Complex128, DType::I32, &[3, 2], &[], 0, Reduction::None, true, None),
-        named(ScatterElements, DType::F64, DType::I64, &[0, 3], &[0, 3], 1, Reduction::Mean, true, None),
-        named(ScatterElements, DType::BF16, DType::I64, &[1, 1, 1], &[1, 1, 1], 2, Reduction::Max, false, None),
+        named(
+            Gather,
+            DType::Complex128,
+            DType::I32,
+            &[3, 2],
+            &[],
+            0,
+            Reduction::None,
+            true,
+            None,
+        ),
+        named(
+            ScatterElements,
+            DType::F64,
+            DType::I64,
+            &[0, 3],
+            &[0, 3],
+            1,
+            Reduction::Mean,
+            true,
+            None,
+        ),
+        named(
+            ScatterElements,
+            DType::BF16,
+            DType::I64,
+            &[1, 1, 1],
+            &[1, 1, 1],
+            2,
+            Reduction::Max,
+            false,
+            None,
+        ),
         // Every reduction of every numeric dtype on a duplicate-heavy 1-D problem.
     ];
     for case in &cases {
@@ -577,7 +771,17 @@ fn named_edge_cases() {
     for &dtype in NUMERIC {
         for &reduction in Reduction::ALL {
             for use_init_val in [true, false] {
-                let case = named(ScatterElements, dtype, DType::I64, &[3], &[12], 0, reduction, use_init_val, None);
+                let case = named(
+                    ScatterElements,
+                    dtype,
+                    DType::I64,
+                    &[3],
+                    &[12],
+                    0,
+                    reduction,
+                    use_init_val,
+                    None,
+                );
                 if let Err(m) = check(&case) {
                     panic!("{case:?}\n{m}");
                 }
@@ -592,8 +796,12 @@ fn float16_sums_round_after_every_update() {
     let data = Tensor::from_slice(&[1], &[half::f16::from_f32(2048.0)]).unwrap();
     let indices = Tensor::from_slice(&[8], &[0i64; 8]).unwrap();
     let updates = Tensor::from_slice(&[8], &[half::f16::ONE; 8]).unwrap();
-    let out = scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Add, true).unwrap();
-    assert_eq!(out.to_vec::<half::f16>().unwrap(), [half::f16::from_f32(2048.0)]);
+    let out =
+        scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Add, true).unwrap();
+    assert_eq!(
+        out.to_vec::<half::f16>().unwrap(),
+        [half::f16::from_f32(2048.0)]
+    );
 }
 
 #[test]
@@ -602,18 +810,21 @@ fn integer_means_are_exact_and_floor() {
     let data = Tensor::from_slice(&[1], &[7i8]).unwrap();
     let indices = Tensor::from_slice(&[3], &[0i64; 3]).unwrap();
     let updates = Tensor::from_slice(&[3], &[100i8; 3]).unwrap();
-    let out = scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Mean, false).unwrap();
+    let out =
+        scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Mean, false).unwrap();
     assert_eq!(out.to_vec::<i8>().unwrap(), [100]);
     // (-7 + -2) / 2 = -4.5 rounds toward negative infinity: -5.
     let data = Tensor::from_slice(&[1], &[-7i64]).unwrap();
     let indices = Tensor::from_slice(&[1], &[0i64]).unwrap();
     let updates = Tensor::from_slice(&[1], &[-2i64]).unwrap();
-    let out = scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Mean, true).unwrap();
+    let out =
+        scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Mean, true).unwrap();
     assert_eq!(out.to_vec::<i64>().unwrap(), [-5]);
     // i64 sums beyond 64 bits stay exact.
     let data = Tensor::from_slice(&[1], &[i64::MAX]).unwrap();
     let indices = Tensor::from_slice(&[3], &[0i64; 3]).unwrap();
     let updates = Tensor::from_slice(&[3], &[i64::MAX; 3]).unwrap();
-    let out = scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Mean, true).unwrap();
+    let out =
+        scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Mean, true).unwrap();
     assert_eq!(out.to_vec::<i64>().unwrap(), [i64::MAX]);
 }

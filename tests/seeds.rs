@@ -470,10 +470,7 @@ fn seed_case_names_are_unique() {
 }
 
 /// Runs every seed case through `engine`, reporting every failure by case name.
-fn run_all<E: std::fmt::Display>(
-    engine: &str,
-    run: impl Fn(&SeedCase) -> Result<Tensor, E>,
-) {
+fn run_all<E: std::fmt::Display>(engine: &str, run: impl Fn(&SeedCase) -> Result<Tensor, E>) {
     let mut failures = Vec::new();
     for case in cases() {
         match run(&case) {

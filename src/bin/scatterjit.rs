@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{anyhow, Result};
+use clap::error::ErrorKind;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use scatterjit::{npy, DType, KernelCache, KernelKey, Op, Reduction, Tensor};
 
@@ -200,10 +201,40 @@ fn clap_error(e: clap::Error) -> ExitCode {
         let _ = e.print();
         return ExitCode::SUCCESS;
     }
-    let text = e.render().to_string();
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    report(first.strip_prefix("error: ").unwrap_or(first));
+    report(&one_line_clap_message(e.kind(), &e.render().to_string()));
     ExitCode::from(2)
+}
+
+/// Condenses clap's multi-line error text: the message with the lines that complete it
+/// (missing arguments, possible values) and its tips, without the usage and help footer.
+fn one_line_clap_message(kind: ErrorKind, text: &str) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    if kind == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // clap would print the whole help; say what is missing instead.
+        let usage = lines.iter().find_map(|l| l.strip_prefix("Usage: "));
+        return format!(
+            "a command is missing; usage: {}",
+            usage.unwrap_or("scatterjit <COMMAND>")
+        );
+    }
+    let mut paragraphs = lines.split(|l| l.is_empty()).filter(|p| !p.is_empty());
+    let Some(first) = paragraphs.next() else {
+        return "invalid arguments".to_string();
+    };
+    let mut message = first[0]
+        .strip_prefix("error: ")
+        .unwrap_or(first[0])
+        .to_string();
+    if first.len() > 1 {
+        message.push(' ');
+        message.push_str(&first[1..].join(", "));
+    }
+    for p in paragraphs {
+        if p[0].starts_with("tip:") {
+            message = format!("{message} ({})", p.join(" "));
+        }
+    }
+    message
 }
 
 /// Prints `error: <message>` as exactly one line on stderr.

@@ -173,7 +173,12 @@ pub(crate) fn widen(b: &mut FunctionBuilder, dtype: DType, acc: MeanAccumulator,
 }
 
 /// `acc + wide` in the accumulator type.
-pub(crate) fn accumulate(b: &mut FunctionBuilder, acc: MeanAccumulator, sum: Value, wide: Value) -> Value {
+pub(crate) fn accumulate(
+    b: &mut FunctionBuilder,
+    acc: MeanAccumulator,
+    sum: Value,
+    wide: Value,
+) -> Value {
     match acc {
         MeanAccumulator::F32 | MeanAccumulator::F64 => b.ins().fadd(sum, wide),
         MeanAccumulator::I64 | MeanAccumulator::I128 => b.ins().iadd(sum, wide),

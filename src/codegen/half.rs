@@ -31,7 +31,8 @@ use cranelift_frontend::FunctionBuilder;
 /// * normal/inf/NaN: `two_w >> 4` puts exponent and mantissa into the f32 fields; adding
 ///   224 to the exponent and multiplying by 2^-112 re-biases by 127 - 15 = 112 exactly
 ///   (exponent 31 becomes 255, so inf stays inf and NaN stays NaN, quieted by the
-///   multiply);
+///   multiply; the multiply's NaN result is positive on x86-64, aarch64 and riscv64, as its
+///   NaN operand is, so OR-ing the sign in afterwards gives the input's sign);
 /// * zero/subnormal (exponent field 0): the mantissa `m` placed under the exponent of 0.5
 ///   is the float `0.5 + m * 2^-24`; subtracting 0.5 leaves exactly `m * 2^-24`;
 /// * the two candidates are selected as integers (a float `select` lowers to a branch

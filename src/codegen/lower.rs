@@ -24,8 +24,7 @@ pub(crate) fn element_size(key: &KernelKey, operand: Operand) -> usize {
     match operand {
         Operand::Data | Operand::Updates | Operand::Out => key.dtype().size(),
         Operand::Indices => key.index_dtype().size(),
-        Operand::Acc => Reduction::mean_accumulator(key.dtype())
-            .map_or(0, |acc| acc.size()),
+        Operand::Acc => Reduction::mean_accumulator(key.dtype()).map_or(0, |acc| acc.size()),
         Operand::Count => 8,
     }
 }

@@ -42,13 +42,20 @@ pub(crate) struct Code {
 impl Code {
     /// The entry of pass `kind`, if the plan has one.
     pub(crate) fn entry(&self, kind: PassKind) -> Option<PassFn> {
-        self.entries.iter().find(|(k, _)| *k == kind).map(|(_, f)| *f)
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, f)| *f)
     }
 }
 
 impl Drop for Code {
     fn drop(&mut self) {
-        let module = self.module.get_mut().map(Option::take).unwrap_or_else(|e| e.into_inner().take());
+        let module = self
+            .module
+            .get_mut()
+            .map(Option::take)
+            .unwrap_or_else(|e| e.into_inner().take());
         if let Some(module) = module {
             // SAFETY: `Code` is owned by one `Kernel`, which lives in an `Arc`; it is dropped
             // only when the last handle is gone, so no pass is running or can be called.
@@ -72,7 +79,11 @@ fn isa() -> Result<OwnedTargetIsa> {
         set(
             &mut flags,
             "enable_verifier",
-            if cfg!(debug_assertions) { "true" } else { "false" },
+            if cfg!(debug_assertions) {
+                "true"
+            } else {
+                "false"
+            },
         )?;
         let builder = cranelift_native::builder().map_err(|e| e.to_string())?;
         builder
