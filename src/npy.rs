@@ -23,7 +23,7 @@
 //!   before anything is allocated, and bytes after the payload are an error.
 //! - [`NpyArray::descr`] keeps the descr string exactly as read, so a result can be written
 //!   with its input's spelling (a `<V2` bfloat16 input gives a `<V2` output).
-//! - [`write`] is atomic: it writes a temporary file in the target's directory, syncs it and
+//! - [`write()`] is atomic: it writes a temporary file in the target's directory, syncs it and
 //!   renames it over the target. On error the target is untouched and the temporary file is
 //!   removed. The new file gets default permissions, and a symbolic link at the target path
 //!   is replaced by a regular file (the link's target is left alone).
@@ -323,6 +323,10 @@ fn io_error(action: &'static str) -> impl FnOnce(io::Error) -> NpyErrorKind {
 
 /// Reads the `.npy` file at `path`. Errors name the file.
 ///
+/// A path that is not a regular file (a pipe such as `<(python make.py)`, a device) cannot
+/// tell its length in advance: it is read to its end first, then parsed, which costs one
+/// copy of the payload.
+///
 /// ```no_run
 /// let array = scatterjit::npy::read("data.npy")?;
 /// println!("{} {:?} ({})", array.tensor.dtype(), array.tensor.shape(), array.descr);
@@ -330,8 +334,19 @@ fn io_error(action: &'static str) -> impl FnOnce(io::Error) -> NpyErrorKind {
 /// ```
 pub fn read(path: impl AsRef<Path>) -> Result<NpyArray, NpyError> {
     let path = path.as_ref();
-    let file = File::open(path).map_err(|e| NpyError::at(path, io_error("open")(e)))?;
-    read_stream(file).map_err(|kind| NpyError::at(path, kind))
+    let at = |kind| NpyError::at(path, kind);
+    let mut file = File::open(path).map_err(|e| at(io_error("open")(e)))?;
+    let regular = file
+        .metadata()
+        .map_err(|e| at(io_error("read")(e)))?
+        .is_file();
+    if regular {
+        return read_stream(file).map_err(at);
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| at(io_error("read")(e)))?;
+    read_stream(Cursor::new(&bytes[..])).map_err(at)
 }
 
 /// Reads one `.npy` array from `reader`, starting at its current position. The reader must
@@ -1024,7 +1039,7 @@ fn header_bytes(dtype: DType, shape: &[usize], descr: &str) -> KindResult<Vec<u8
 /// let t = Tensor::from_slice(&[3], &[1u8, 2, 3]).unwrap();
 /// let bytes = npy::to_bytes(&t, "|u1").unwrap();
 /// assert!(bytes.starts_with(b"\x93NUMPY\x01\x00"));
-/// assert_eq!(bytes.len(), 64 + 3);
+/// assert_eq!(bytes.len(), 128 + 3); // header padded to a multiple of 64 bytes
 /// assert!(npy::to_bytes(&t, "<f4").is_err());
 /// ```
 pub fn to_bytes(tensor: &Tensor, descr: &str) -> Result<Vec<u8>, NpyError> {
