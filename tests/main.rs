@@ -1,4 +1,5 @@
 //! The one integration test binary.
 mod cli;
 mod differential;
+mod golden;
 mod seeds;
