@@ -446,3 +446,34 @@ fn read_index(indices: &TensorView<'_>, position: &[usize]) -> i128 {
         u64::from_le_bytes(raw) as i128
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scatterjit_ir::DType;
+
+    fn loop_order(data_strides: &[isize], index_strides: &[isize]) -> Vec<usize> {
+        let key = KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap();
+        let plan = Plan::new(key);
+        let nest = plan.pass(PassKind::Apply).unwrap();
+        let data = vec![0u8; 4 * 12];
+        let idx = vec![0u8; 8 * 12];
+        let mut out = vec![0u8; 4 * 12];
+        let dv = TensorView::new(DType::F32, &[3, 4], data_strides, 0, &data).unwrap();
+        let iv = TensorView::new(DType::I64, &[3, 4], index_strides, 0, &idx).unwrap();
+        let mut ov = TensorViewMut::new(DType::F32, &[3, 4], data_strides, 0, &mut out).unwrap();
+        let ops = Operands::default()
+            .with(Operand::Data, dv.raw())
+            .with(Operand::Indices, iv.raw())
+            .with(Operand::Out, ov.raw());
+        bind(&key, nest, &ParamLayout::of(nest), &ops).1
+    }
+
+    #[test]
+    fn the_smallest_stride_runs_innermost() {
+        assert_eq!(loop_order(&[4, 1], &[4, 1]), [0, 1]);
+        assert_eq!(loop_order(&[1, 3], &[1, 3]), [1, 0]);
+        // Bytes decide: the 8-byte indices outweigh the two transposed f32 tensors.
+        assert_eq!(loop_order(&[1, 3], &[4, 1]), [0, 1]);
+    }
+}
