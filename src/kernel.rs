@@ -408,7 +408,10 @@ fn bind(
             .sum()
     };
     let mut order: Vec<usize> = (0..depth).collect();
-    order.sort_by_key(|&d| std::cmp::Reverse(cost(d)));
+    // The check pass stays row-major: the first bad index it meets is the one to report.
+    if nest.pass != PassKind::Check {
+        order.sort_by_key(|&d| std::cmp::Reverse(cost(d)));
+    }
 
     let mut params = vec![0i64; layout.len];
     for (n, &d) in order.iter().enumerate() {

@@ -41,25 +41,32 @@ impl Layout {
         checked_numel(shape)?;
         let size = dtype.size() as i128;
         if shape.iter().all(|&d| d > 0) {
-            // Lowest and highest element offsets any position reaches.
-            let (mut lo, mut hi) = (offset as i128, offset as i128);
+            // Lowest and highest element offsets any position reaches, checked: a huge dim
+            // times a huge stride must be an error, not a wrap-around.
+            let (mut lo, mut hi) = (Some(offset as i128), Some(offset as i128));
             for (&d, &s) in shape.iter().zip(strides) {
-                let reach = (d as i128 - 1) * s as i128;
-                if reach < 0 {
-                    lo += reach;
-                } else {
-                    hi += reach;
+                let reach = (d as i128 - 1).checked_mul(s as i128);
+                match reach {
+                    Some(r) if r < 0 => lo = lo.and_then(|l| l.checked_add(r)),
+                    Some(r) => hi = hi.and_then(|h| h.checked_add(r)),
+                    None => (lo, hi) = (None, None),
                 }
             }
+            let (Some(lo), Some(hi)) = (lo, hi) else {
+                return Err(invalid(format!(
+                    "strides {strides:?} over shape {shape:?} reach beyond any buffer"
+                )));
+            };
             if lo < 0 {
                 return Err(invalid(format!(
                     "strides {strides:?} from offset {offset} reach element {lo}, before the buffer"
                 )));
             }
-            if (hi + 1) * size > len as i128 {
+            let needed = hi.checked_add(1).and_then(|n| n.checked_mul(size));
+            if needed.is_none_or(|n| n > len as i128) {
+                let needed = needed.map_or_else(|| "over 2^127".to_string(), |n| n.to_string());
                 return Err(invalid(format!(
-                    "shape {shape:?} with strides {strides:?} and offset {offset} needs {} bytes, the buffer has {len}",
-                    (hi + 1) * size
+                    "shape {shape:?} with strides {strides:?} and offset {offset} needs {needed} bytes, the buffer has {len}"
                 )));
             }
         }
@@ -153,11 +160,6 @@ impl<'a> TensorView<'a> {
 
     /// A row-major view of exactly `numel * size` bytes.
     pub fn contiguous(dtype: DType, shape: &[usize], bytes: &'a [u8]) -> Result<Self> {
-        let strides: Vec<isize> = row_major_strides(shape)
-            .iter()
-            .map(|&s| s as isize)
-            .collect();
-        let view = Self::new(dtype, shape, &strides, 0, bytes)?;
         let needed = scatterjit_ir::checked_nbytes(dtype, shape)?;
         if needed != bytes.len() {
             return Err(Error::BufferSize {
@@ -165,7 +167,11 @@ impl<'a> TensorView<'a> {
                 actual: bytes.len(),
             });
         }
-        Ok(view)
+        let strides: Vec<isize> = row_major_strides(shape)
+            .iter()
+            .map(|&s| s as isize)
+            .collect();
+        Self::new(dtype, shape, &strides, 0, bytes)
     }
 
     /// Element type.

@@ -1,5 +1,6 @@
 //! The one integration test binary.
 mod cli;
 mod differential;
+mod errors;
 mod golden;
 mod seeds;

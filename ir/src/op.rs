@@ -261,8 +261,12 @@ pub fn normalize_axis(op: OpKind, axis: i64, rank: usize) -> Result<usize> {
     }
 }
 
-/// Number of elements of `shape`, or an error if it overflows.
+/// Number of elements of `shape`, or an error if it overflows (a shape with a zero dim
+/// has no elements, however large the others).
 pub fn checked_numel(shape: &[usize]) -> Result<usize> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
     shape
         .iter()
         .try_fold(1usize, |n, &d| n.checked_mul(d))
