@@ -190,7 +190,7 @@ criterion_main!(benches);
 // public API) so that `scatterjit bench` can share it.
 // ==========================================================================================
 
-/// The standard workload suite (shared/bench/workloads.json) as a table, and the generator
+/// The standard workload suite (workloads.json) as a table, and the generator
 /// of its inputs.
 ///
 /// The suite's inputs come from numpy's `default_rng(seed=0)`; here they come from
@@ -304,7 +304,7 @@ mod suite {
     use OpKind::{Gather, GatherElements};
     use Reduction as R;
 
-    /// The standard workload suite (shared/bench/workloads.json), in its order.
+    /// The standard workload suite (workloads.json), in its order.
     #[rustfmt::skip]
     pub const WORKLOADS: &[Workload] = &[
         //       name                        dtype idx  data           indices        axis reduction pattern      small_div

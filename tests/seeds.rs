@@ -1,22 +1,21 @@
-//! Every worked example of the seed documents (`/work/shared/seeds/`), as one table.
+//! Every worked example of the operator documents SPEC.md summarizes, as one table.
 //!
 //! Each case is named after its source and copies the numbers as the document prints them.
-//! The table is engine-independent: [`seeds_on_interpreter`] runs it on the reference
-//! interpreter, and a JIT test runs the same [`cases`] through `scatterjit::run` and checks
-//! them with the same [`assert_matches`].
+//! The table is engine-independent: `seeds_on_interpreter` and `seeds_on_jit` run the same
+//! [`cases`] through each engine and compare with the same [`check`].
 //!
 //! Sources:
-//! - `000_…` ONNX ScatterElements 11/13/16/18 (Chinese): Examples 1 and 2 only, identical to
-//!   those of `002_…`.
-//! - `001_…` PyTorch `Tensor.scatter_` (Chinese): five `>>>` examples.
-//! - `002_…` ONNX ScatterElements (English): Examples 1 and 2 and the six ONNX test cases.
-//! - `003_…` OpenVINO ScatterElementsUpdate-12 (Japanese): examples 1 to 5 (example 6 gives
+//! - ONNX ScatterElements 11/13/16/18, Chinese edition: Examples 1 and 2 only, identical to
+//!   those of the English edition.
+//! - PyTorch `Tensor.scatter_`, Chinese edition: five `>>>` examples.
+//! - ONNX ScatterElements, English edition: Examples 1 and 2 and the six ONNX test cases.
+//! - OpenVINO ScatterElementsUpdate-12, Japanese edition: examples 1 to 5 (example 6 gives
 //!   shapes only, no values).
-//! - `004_…` ONNX Gather 13/11/1 (Chinese): Examples 1 and 2 of each opset (the same numbers).
+//! - ONNX Gather 13/11/1, Chinese edition: Examples 1 and 2 of each opset (the same numbers).
 //!
-//! No seed has a GatherElements example or a Gather example with negative indices; the few
-//! cases marked "derived" below are built from a seed example by a rule the seeds state, and
-//! say so.
+//! No document has a GatherElements example or a Gather example with negative indices; the
+//! few cases marked "derived" below are built from an example by a rule the documents
+//! state, and say so.
 
 use scatterjit_ir::{interp, DType, Element, Op, Reduction, Tensor};
 
@@ -90,7 +89,7 @@ pub fn cases() -> Vec<SeedCase> {
     cases
 }
 
-/// `002_…` (English) and `000_…` (Chinese): ONNX ScatterElements.
+/// The English and Chinese editions: ONNX ScatterElements.
 fn onnx_scatter_elements() -> Vec<SeedCase> {
     let none = scatter(0, Reduction::None, true);
     let zeros_3x3 = || t(&[3, 3], &[0.0f32; 9]);
@@ -100,8 +99,8 @@ fn onnx_scatter_elements() -> Vec<SeedCase> {
     let row = || t(&[1, 5], &[1.0f32, 2.0, 3.0, 4.0, 5.0]);
     let updates_row = || t(&[1, 2], &[1.1f32, 2.1]);
     vec![
-        // Examples 1 and 2 of the operator text (opsets 11, 13, 16 and 18, in both `000_…` and
-        // `002_…`). The text gives no dtypes: the floats are f32 and, since ONNX allows int32
+        // Examples 1 and 2 of the operator text (opsets 11, 13, 16 and 18, in both
+        // editions). The text gives no dtypes: the floats are f32 and, since ONNX allows int32
         // or int64 indices, these take int32 (the test cases below take int64).
         sc(
             "onnx_scatter_elements_example_1",
@@ -119,7 +118,7 @@ fn onnx_scatter_elements() -> Vec<SeedCase> {
             updates_row(),
             t(&[1, 5], &[1.0f32, 1.1, 3.0, 2.1, 5.0]),
         ),
-        // The ONNX test cases of `002_…` (float32 data, int64 indices).
+        // The ONNX test cases of the English edition (float32 data, int64 indices).
         sc(
             "onnx_test_scatter_elements_without_axis",
             none,
@@ -185,7 +184,7 @@ fn onnx_scatter_elements() -> Vec<SeedCase> {
     ]
 }
 
-/// `001_…`: PyTorch `Tensor.scatter_`, in place: `self` is `data` and the expected output.
+/// Chinese edition: PyTorch `Tensor.scatter_`, in place: `self` is `data` and the expected output.
 /// A scalar `value` is an `updates` tensor of index's shape filled with the value.
 fn pytorch_scatter() -> Vec<SeedCase> {
     // src = torch.arange(1, 11).reshape((2, 5)): int64, larger than index in both cases.
@@ -244,7 +243,7 @@ fn pytorch_scatter() -> Vec<SeedCase> {
     ]
 }
 
-/// `003_…`: OpenVINO ScatterElementsUpdate-12. Data take the dtype of the output port's
+/// Japanese edition: OpenVINO ScatterElementsUpdate-12. Data take the dtype of the output port's
 /// precision (FP32 or I32). T_IND is "any integer type" and the document does not fix it, so
 /// these cases vary it.
 fn openvino_scatter_elements_update() -> Vec<SeedCase> {
@@ -298,7 +297,7 @@ fn openvino_scatter_elements_update() -> Vec<SeedCase> {
     ]
 }
 
-/// `004_…`: ONNX Gather. Every opset prints the same two examples; the data are f32, and the
+/// Chinese edition: ONNX Gather. Every opset prints the same two examples; the data are f32, and the
 /// indices int64 for opset 13 and int32 for opsets 11 and 1 (both are allowed).
 fn onnx_gather() -> Vec<SeedCase> {
     let example_1_data = [1.0f32, 1.2, 2.3, 3.4, 4.5, 5.7];
