@@ -268,75 +268,47 @@ trait Arith: Element {
     fn mean(start: Option<Self>, updates: &[Self]) -> Option<Self>;
 }
 
-/// IEEE 754-2019 `maximum` on f32: NaN wins (the first NaN operand), then the larger value,
-/// and of two equal zeros the positive one.
-fn maximum_f32(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        a
-    } else if b.is_nan() {
-        b
-    } else if a > b {
-        a
-    } else if b > a {
-        b
-    } else if a.is_sign_positive() {
-        a
-    } else {
-        b
-    }
+/// Defines IEEE 754-2019 `maximum` / `minimum` for one float type: NaN wins (the first NaN
+/// operand), then the larger (smaller) value, and of two equal zeros the positive (negative)
+/// one.
+macro_rules! ieee_min_max {
+    ($t:ty, $max:ident, $min:ident) => {
+        fn $max(a: $t, b: $t) -> $t {
+            if a.is_nan() {
+                a
+            } else if b.is_nan() {
+                b
+            } else if a > b {
+                a
+            } else if b > a {
+                b
+            } else if a.is_sign_positive() {
+                a
+            } else {
+                b
+            }
+        }
+
+        fn $min(a: $t, b: $t) -> $t {
+            if a.is_nan() {
+                a
+            } else if b.is_nan() {
+                b
+            } else if a < b {
+                a
+            } else if b < a {
+                b
+            } else if a.is_sign_negative() {
+                a
+            } else {
+                b
+            }
+        }
+    };
 }
 
-/// IEEE 754-2019 `minimum` on f32: NaN wins, then the smaller value, and of two equal zeros
-/// the negative one.
-fn minimum_f32(a: f32, b: f32) -> f32 {
-    if a.is_nan() {
-        a
-    } else if b.is_nan() {
-        b
-    } else if a < b {
-        a
-    } else if b < a {
-        b
-    } else if a.is_sign_negative() {
-        a
-    } else {
-        b
-    }
-}
-
-/// [`maximum_f32`] on f64.
-fn maximum_f64(a: f64, b: f64) -> f64 {
-    if a.is_nan() {
-        a
-    } else if b.is_nan() {
-        b
-    } else if a > b {
-        a
-    } else if b > a {
-        b
-    } else if a.is_sign_positive() {
-        a
-    } else {
-        b
-    }
-}
-
-/// [`minimum_f32`] on f64.
-fn minimum_f64(a: f64, b: f64) -> f64 {
-    if a.is_nan() {
-        a
-    } else if b.is_nan() {
-        b
-    } else if a < b {
-        a
-    } else if b < a {
-        b
-    } else if a.is_sign_negative() {
-        a
-    } else {
-        b
-    }
-}
+ieee_min_max!(f32, maximum_f32, minimum_f32);
+ieee_min_max!(f64, maximum_f64, minimum_f64);
 
 impl Arith for f32 {
     fn add(self, other: Self) -> Self {
