@@ -16,6 +16,8 @@ pub enum Error {
         /// The function as built.
         clif: String,
     },
+    /// `scatterjit bench` could not run or found a wrong result; the message says which.
+    Bench(String),
 }
 
 impl Error {
@@ -42,6 +44,7 @@ impl fmt::Display for Error {
                 f,
                 "internal error: cranelift rejected the code generated for {key}: {message}"
             ),
+            Error::Bench(message) => write!(f, "bench: {message}"),
         }
     }
 }

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use rayon::prelude::*;
+
 use scatterjit_ir::{
     Coord, Error as IrError, KernelKey, LoopNest, Op, OpKind, Operand, PassKind, Plan, Tensor,
     TensorRole, OPERAND_SLOTS,
@@ -11,7 +13,7 @@ use scatterjit_ir::{
 use crate::abi::{self, ParamLayout, STATUS_OK};
 use crate::codegen;
 use crate::error::{Error, Result};
-use crate::jit::{self, Code, Listing};
+use crate::jit::{self, Code, Listing, PassFn};
 use crate::mean;
 use crate::tensor::{RawOperand, TensorView, TensorViewMut};
 
@@ -53,6 +55,142 @@ impl<'a> Operands<'a> {
 
 /// A pass stopped at a bad index; the loop counters at that point.
 struct BadIndex(Vec<usize>);
+
+/// Domains with fewer elements than this run on the calling thread: below it, waking the
+/// pool costs more than the work.
+const PARALLEL_GRAIN: i64 = 1 << 15;
+
+/// How a pass is cut into chunks that run in parallel: loop `level` (in the bound loop
+/// order) is split into `chunks` contiguous ranges.
+struct Split {
+    level: usize,
+    chunks: usize,
+    /// Per access: `(operand slot, byte stride along the split loop)`.
+    steps: Vec<(usize, isize)>,
+}
+
+impl Split {
+    /// The first counter of chunk `c` along the split loop of extent `dim`.
+    fn start(&self, dim: i64, c: usize) -> i64 {
+        (dim as i128 * c as i128 / self.chunks as i128) as i64
+    }
+}
+
+/// Chooses how to split `nest` over the current rayon pool, or `None` to run it whole.
+///
+/// Only loops whose chunks own disjoint destination elements may be split: any loop of a
+/// pass without an indexed destination (copy, check, the gathers) and, for scatter passes,
+/// any loop but the axis. Each chunk runs the same loop nest on a sub-range in the same
+/// order, so every destination element sees the same updates in the same order as on one
+/// thread, and results are bit-identical.
+fn split(
+    key: &KernelKey,
+    nest: &LoopNest,
+    layout: &ParamLayout,
+    params: &[i64],
+    order: &[usize],
+) -> Option<Split> {
+    let threads = rayon::current_num_threads();
+    let depth = layout.depth;
+    let dims = &params[..depth];
+    let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    if threads < 2 || work < 2 * PARALLEL_GRAIN {
+        return None;
+    }
+    let indexed_dest = nest
+        .dest
+        .as_ref()
+        .is_some_and(|dest| dest.indexed_dim().is_some());
+    let splittable = |n: usize| !(indexed_dest && order[n] == key.axis()) && dims[n] >= 2;
+    let level = (0..depth).find(|&n| splittable(n))?;
+    let steps: Vec<(usize, isize)> = layout
+        .accesses
+        .iter()
+        .map(|slots| {
+            let bytes = codegen::element_size(key, slots.operand) as isize;
+            let stride = params[slots.strides_at + level] as isize;
+            (slots.operand as usize, stride * bytes)
+        })
+        .collect();
+    // Innermost splits cut rows: keep chunks whole cache lines apart by giving each
+    // thread one chunk of at least 128 bytes of every access.
+    let per_thread = if level + 1 == depth { 1 } else { 4 };
+    let max_chunks = (work / PARALLEL_GRAIN) as usize;
+    let mut chunks = (threads * per_thread)
+        .min(dims[level] as usize)
+        .min(max_chunks);
+    if level + 1 == depth {
+        let widest = steps
+            .iter()
+            .map(|s| s.1.unsigned_abs())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        chunks = chunks.min(dims[level] as usize * widest / 128);
+    }
+    (chunks >= 2).then_some(Split {
+        level,
+        chunks,
+        steps,
+    })
+}
+
+/// One bound call of a compiled pass: entry, operand addresses and parameter block.
+struct Call {
+    entry: PassFn,
+    pointers: [*mut u8; OPERAND_SLOTS],
+    params: Vec<i64>,
+}
+
+// SAFETY: the pointers are operand addresses valid for the whole call (see `Call::run`).
+// Chunks that run on other threads write disjoint elements (see `split`) and only read
+// `Call` itself.
+unsafe impl Sync for Call {}
+
+impl Call {
+    /// Runs the whole pass, or chunk `c` of `split`; on a bad index, the loop counters (in
+    /// loop order, relative to the whole pass).
+    fn run(
+        &self,
+        layout: &ParamLayout,
+        chunk: Option<(&Split, usize)>,
+    ) -> std::result::Result<(), Vec<usize>> {
+        let mut params = self.params.clone();
+        let mut pointers = self.pointers;
+        let mut first = 0i64;
+        if let Some((split, c)) = chunk {
+            let dim = params[split.level];
+            first = split.start(dim, c);
+            params[split.level] = split.start(dim, c + 1) - first;
+            for &(slot, step) in &split.steps {
+                // wrapping_offset: a zero-size operand has a dangling base; nothing is
+                // dereferenced unless the chunk visits an element, which is in bounds.
+                pointers[slot] = pointers[slot].wrapping_offset(first as isize * step);
+            }
+        }
+        // SAFETY: `entry` was compiled from the nest whose parameter layout is `layout`, and
+        // `bind` filled `params` from operands whose views prove every position of their
+        // shapes lies inside their memory; the caller validated the shapes against the op
+        // (`Op::validate`), so every position the loop nest reaches is a position of the
+        // accessed view, and indexed coordinates are bounds-checked in the code against
+        // `s`. A chunk is a sub-range of one loop, its bases moved to the range's start,
+        // so it reaches a subset of those positions. Writable operands come from
+        // `TensorViewMut`s or scratch buffers owned by this call, which alias no input, and
+        // concurrent chunks write disjoint elements (`split`).
+        let status = unsafe { (self.entry)(pointers.as_ptr(), params.as_mut_ptr()) };
+        if status == STATUS_OK {
+            return Ok(());
+        }
+        let mut counters: Vec<usize> = params[layout.err_at..layout.err_at + layout.depth]
+            .iter()
+            .map(|&c| c as usize)
+            .collect();
+        if let Some((split, _)) = chunk {
+            counters[split.level] += first as usize;
+        }
+        Err(counters)
+    }
+}
 
 impl Kernel {
     /// Compiles `key`. Prefer [`crate::KernelCache::get`], which compiles each key once.
@@ -291,7 +429,8 @@ impl Kernel {
             .map_err(|bad| self.bad_index(PassKind::Check, &bad, data_shape, indices))
     }
 
-    /// Fills the parameter block of `pass` from the operands' shapes and strides and calls it.
+    /// Fills the parameter block of `pass` from the operands' shapes and strides and calls it,
+    /// split over the current rayon pool when the pass is large enough (see [`split`]).
     fn run_pass(&self, pass: PassKind, ops: &Operands<'_>) -> std::result::Result<(), BadIndex> {
         let Some(nest) = self.plan.pass(pass) else {
             return Ok(());
@@ -301,31 +440,43 @@ impl Kernel {
             .entry(pass)
             .expect("every planned pass is compiled");
         let layout = ParamLayout::of(nest);
-        let (mut params, order) = bind(&self.plan.key, nest, &layout, ops);
+        let (params, order) = bind(&self.plan.key, nest, &layout, ops);
         let mut pointers = [std::ptr::null_mut::<u8>(); OPERAND_SLOTS];
         for (slot, raw) in ops.slots.iter().enumerate() {
             if let Some(raw) = raw {
                 pointers[slot] = raw.ptr;
             }
         }
-        // SAFETY: `entry` was compiled from `nest` with the parameter layout `layout` that
-        // `bind` just filled. Every operand the nest accesses comes from a view, whose
-        // constructor proved each position of its shape lies inside its memory, and the
-        // caller validated the shapes against the op (`Op::validate`), so every position the
-        // loop nest reaches is a position of the accessed view; indexed coordinates are
-        // bounds-checked in the code against `s`, the size of that dimension. Writable
-        // operands come from `TensorViewMut`s or scratch buffers owned by this call, which
-        // alias no input (Rust's borrow rules, views do not overlap themselves).
-        let status = unsafe { entry(pointers.as_ptr(), params.as_mut_ptr()) };
-        if status == STATUS_OK {
-            Ok(())
-        } else {
-            let mut counters = vec![0usize; layout.depth];
-            for (n, &d) in order.iter().enumerate() {
-                counters[d] = params[layout.err_at + n] as usize;
+        let call = Call {
+            entry,
+            pointers,
+            params,
+        };
+        let plan = split(&self.plan.key, nest, &layout, &call.params, &order);
+        let status = match plan {
+            None => call.run(&layout, None),
+            Some(split) => {
+                let chunks = split.chunks;
+                let first_bad = (0..chunks)
+                    .into_par_iter()
+                    .map(|c| call.run(&layout, Some((&split, c))))
+                    .find_first(|status| status.is_err());
+                match first_bad {
+                    // Chunks of the check pass may fail out of row-major order: the
+                    // sequential rerun names the first bad index.
+                    Some(Err(_)) if pass == PassKind::Check => call.run(&layout, None),
+                    Some(status) => status,
+                    None => Ok(()),
+                }
             }
-            Err(BadIndex(counters))
-        }
+        };
+        status.map_err(|mut counters| {
+            let mut position = vec![0usize; layout.depth];
+            for (n, &d) in order.iter().enumerate() {
+                position[d] = std::mem::take(&mut counters[n]);
+            }
+            BadIndex(position)
+        })
     }
 
     /// The error for a bad index met by `pass` at loop counters `bad`. Passes other than

@@ -18,6 +18,7 @@
 //! ```
 mod abi;
 mod api;
+pub mod bench;
 mod cache;
 mod codegen;
 pub mod error;

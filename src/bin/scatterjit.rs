@@ -37,6 +37,28 @@ enum Command {
     Explain(ExplainArgs),
     /// Runs the ONNX examples through the JIT, checks the results and shows compile times.
     Demo,
+    /// Times the standard workload suite: JIT at 1 and N threads, an interpreted kernel and
+    /// a copy baseline, side by side (results are checked first).
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Reduced sizes and fewer rounds: seconds instead of minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Run only this workload (repeatable).
+    #[arg(long, value_name = "NAME")]
+    only: Vec<String>,
+    /// Threads of the parallel JIT column [default: all the machine has].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
+    /// Print JSON (every sample) instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also draw a bar chart of GB/s to this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -184,6 +206,7 @@ fn main() -> ExitCode {
         Command::Run { op } => run(op).map(|()| ExitCode::SUCCESS),
         Command::Explain(args) => explain(args).map(|()| ExitCode::SUCCESS),
         Command::Demo => demo(),
+        Command::Bench(args) => bench(args).map(|()| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|e| {
         report(&e.to_string());
@@ -456,6 +479,43 @@ fn examples() -> Result<Vec<Example>> {
 }
 
 /// Runs the examples; the exit status is a failure if any result differs from the expected one.
+fn bench(args: BenchArgs) -> Result<()> {
+    use scatterjit::bench;
+    let mut options = bench::Options {
+        quick: args.quick,
+        only: args.only,
+        ..bench::Options::default()
+    };
+    if let Some(threads) = args.threads {
+        options.threads = threads.into();
+    }
+    let tty = io::IsTerminal::is_terminal(&io::stderr());
+    let mut last = String::new();
+    let mut progress = |n: usize, of: usize, workload: &str, what: &str| {
+        // A terminal gets one rewritten line; a log gets one line per workload.
+        if tty {
+            eprint!("\r\x1b[2K[{n}/{of}] {workload}: {what}");
+        } else if last != workload {
+            eprintln!("[{n}/{of}] {workload}");
+            last = workload.to_string();
+        }
+    };
+    let report = bench::run(&options, &mut progress)?;
+    if tty {
+        eprint!("\r\x1b[2K");
+    }
+    if let Some(path) = &args.plot {
+        bench::plot::write_svg(&report, path)?;
+    }
+    let text = if args.json {
+        bench::report::json(&report)
+    } else {
+        bench::report::table(&report)
+    };
+    io::stdout().write_all(text.as_bytes())?;
+    Ok(())
+}
+
 fn demo() -> Result<ExitCode> {
     let examples = examples()?;
     let mut text = String::new();

@@ -1,0 +1,92 @@
+//! `--plot FILE.svg`: a bar chart of a [`Report`], GB/s per engine and workload.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use super::report::{gbps, table_engine_names};
+use super::Report;
+use crate::error::{Error, Result};
+
+/// One colour per engine, in [`super::ENGINES`] order.
+const COLOURS: [RGBColor; 4] = [
+    RGBColor(0x99, 0x99, 0x99),
+    RGBColor(0x4c, 0x72, 0xb0),
+    RGBColor(0x1f, 0x3a, 0x93),
+    RGBColor(0xdd, 0x84, 0x52),
+];
+
+/// Writes the chart to `path` as SVG: one group of horizontal bars per workload.
+pub fn write_svg(report: &Report, path: &Path) -> Result<()> {
+    let failed = |e: &dyn std::fmt::Display| {
+        Error::Bench(format!("cannot draw the chart {}: {e}", path.display()))
+    };
+    let rows = report.rows.len().max(1);
+    let engines = COLOURS.len();
+    let height = 120 + 26 * (engines as u32 + 1) * rows as u32;
+    let root = SVGBackend::new(path, (960, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| failed(&e))?;
+    let best = report
+        .rows
+        .iter()
+        .flat_map(|r| (0..engines).map(|e| gbps(r.bytes, r.median(e))))
+        .fold(1.0f64, f64::max);
+    let names: Vec<&str> = report.rows.iter().map(|r| r.workload).collect();
+    let slot = (engines + 1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "scatterjit bench: GB/s of essential traffic (median; {})",
+                if report.quick {
+                    "--quick sizes"
+                } else {
+                    "full suite"
+                }
+            ),
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(220)
+        .build_cartesian_2d(0f64..best * 1.1, (rows as f64 * slot)..0f64)
+        .map_err(|e| failed(&e))?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc("GB/s (higher is better)")
+        .y_labels(rows * 2 + 1)
+        .y_label_formatter(&|y| {
+            let group = (*y / slot).floor();
+            let middle = group * slot + slot / 2.0;
+            if (*y - middle).abs() < 0.26 {
+                names
+                    .get(group as usize)
+                    .map_or(String::new(), |n| n.to_string())
+            } else {
+                String::new()
+            }
+        })
+        .draw()
+        .map_err(|e| failed(&e))?;
+    for (e, name) in table_engine_names(report.threads).iter().enumerate() {
+        let colour = COLOURS[e];
+        chart
+            .draw_series(report.rows.iter().enumerate().map(|(i, r)| {
+                let top = i as f64 * slot + 0.5 + e as f64;
+                let value = gbps(r.bytes, r.median(e));
+                Rectangle::new([(0.0, top), (value, top + 0.9)], colour.filled())
+            }))
+            .map_err(|e| failed(&e))?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| failed(&e))?;
+    root.present().map_err(|e| failed(&e))?;
+    Ok(())
+}
