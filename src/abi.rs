@@ -16,6 +16,34 @@ pub(crate) const STATUS_OK: i64 = 0;
 /// An index was out of bounds; the loop counters at that point are in the error slots.
 pub(crate) const STATUS_BAD_INDEX: i64 = 1;
 
+/// How a pass's innermost loop is compiled. The kernel picks one per call from the bound
+/// strides ([`Variant::Contiguous`] whenever its condition holds) and compiles each on
+/// first use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// Any strides: every access keeps its own pointer, stepped by its stride.
+    Strided,
+    /// The innermost loop walks domain dim `depth - 1`, and along it every access moves by
+    /// exactly one element if its coordinates use that loop and by none otherwise. Rows
+    /// are addressed as `base + (i << log2(size))`, an index constant along the row is
+    /// read and checked once per row, and whole-row combines use 16-byte vectors or
+    /// `memcpy`.
+    Contiguous,
+}
+
+impl Variant {
+    /// Both variants, in a fixed order.
+    pub const ALL: [Variant; 2] = [Variant::Strided, Variant::Contiguous];
+
+    /// The name used in symbols and listings.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Variant::Strided => "strided",
+            Variant::Contiguous => "contiguous",
+        }
+    }
+}
+
 /// Where one access's strides live in the parameter block.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct AccessSlots {

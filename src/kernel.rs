@@ -1,6 +1,8 @@
 //! Compiled kernels and their safe calls: check operands against the key, bind strides into
 //! the parameter block, run the passes in order.
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -10,7 +12,8 @@ use scatterjit_ir::{
     TensorRole, OPERAND_SLOTS,
 };
 
-use crate::abi::{self, ParamLayout, STATUS_OK};
+use crate::abi::{self, ParamLayout, Variant, STATUS_OK};
+use crate::check;
 use crate::codegen;
 use crate::error::{Error, Result};
 use crate::jit::{self, Code, Listing, PassFn};
@@ -21,7 +24,9 @@ use crate::tensor::{RawOperand, TensorView, TensorViewMut};
 /// mapped as long as any handle (`Arc<Kernel>`) to it lives.
 pub struct Kernel {
     plan: Plan,
-    code: Code,
+    /// Per pass of the plan (same order), per [`Variant`] (in `Variant::ALL` order): the
+    /// code, compiled on first use.
+    code: Vec<[OnceLock<Result<Code>>; 2]>,
     compile_time: Duration,
 }
 
@@ -53,12 +58,30 @@ impl<'a> Operands<'a> {
     }
 }
 
-/// A pass stopped at a bad index; the loop counters at that point.
-struct BadIndex(Vec<usize>);
+/// Why a pass stopped early.
+enum Stop {
+    /// At a bad index; the domain position (loop counters by domain dim) at that point.
+    BadIndex(Vec<usize>),
+    /// The pass could not be compiled.
+    Failed(Error),
+}
 
-/// Domains with fewer elements than this run on the calling thread: below it, waking the
-/// pool costs more than the work.
-const PARALLEL_GRAIN: i64 = 1 << 15;
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+/// Domains with fewer elements than twice this run on the calling thread: below it, waking
+/// the pool costs more than the work. A chunk has at least this many elements.
+static PARALLEL_GRAIN: AtomicI64 = AtomicI64::new(1 << 15);
+
+/// Sets the smallest chunk of a parallel pass, in elements (default 32768). Results do not
+/// depend on it; tests lower it so that small problems exercise the parallel split.
+#[doc(hidden)]
+pub fn set_parallel_grain(elements: usize) {
+    PARALLEL_GRAIN.store(elements.clamp(1, 1 << 40) as i64, Ordering::Relaxed);
+}
 
 /// How a pass is cut into chunks that run in parallel: loop `level` (in the bound loop
 /// order) is split into `chunks` contiguous ranges.
@@ -91,10 +114,11 @@ fn split(
     order: &[usize],
 ) -> Option<Split> {
     let threads = rayon::current_num_threads();
+    let grain = PARALLEL_GRAIN.load(Ordering::Relaxed);
     let depth = layout.depth;
     let dims = &params[..depth];
     let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
-    if threads < 2 || work < 2 * PARALLEL_GRAIN {
+    if threads < 2 || work < 2 * grain {
         return None;
     }
     let indexed_dest = nest
@@ -115,7 +139,7 @@ fn split(
     // Innermost splits cut rows: keep chunks whole cache lines apart by giving each
     // thread one chunk of at least 128 bytes of every access.
     let per_thread = if level + 1 == depth { 1 } else { 4 };
-    let max_chunks = (work / PARALLEL_GRAIN) as usize;
+    let max_chunks = (work / grain) as usize;
     let mut chunks = (threads * per_thread)
         .min(dims[level] as usize)
         .min(max_chunks);
@@ -193,22 +217,59 @@ impl Call {
 }
 
 impl Kernel {
-    /// Compiles `key`. Prefer [`crate::KernelCache::get`], which compiles each key once.
+    /// Compiles `key`: the passes that write (init and apply) for contiguous operands. The
+    /// other passes and variants (strided operands, the compiled copy and check) compile on
+    /// first use. Prefer [`crate::KernelCache::get`], which compiles each key once.
     pub fn compile(key: KernelKey) -> Result<Kernel> {
         let start = Instant::now();
         let plan = Plan::new(key);
-        let (code, _) = jit::compile(&plan, false)?;
-        Ok(Kernel {
+        let kernel = Kernel {
+            code: plan.passes.iter().map(|_| Default::default()).collect(),
             plan,
-            code,
+            compile_time: Duration::ZERO,
+        };
+        for pass in [PassKind::Init, PassKind::Apply] {
+            if kernel.plan.pass(pass).is_some() {
+                kernel.entry(pass, Variant::Contiguous)?;
+            }
+        }
+        Ok(Kernel {
             compile_time: start.elapsed(),
+            ..kernel
         })
     }
 
-    /// Compiles `key` and returns the text of every pass: CLIF as built, CLIF optimized,
-    /// machine code.
+    /// Compiles every pass of `key` in both variants and returns their text: CLIF as
+    /// built, CLIF optimized, machine code.
     pub fn listings(key: KernelKey) -> Result<Vec<Listing>> {
-        jit::compile(&Plan::new(key), true).map(|(_, listings)| listings)
+        let plan = Plan::new(key);
+        let mut out = Vec::new();
+        for nest in &plan.passes {
+            for variant in Variant::ALL {
+                let (_, listing) = jit::compile(&plan, nest.pass, variant, true)?;
+                out.extend(listing);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The code of `pass` in `variant`, compiled now if it is the first use.
+    fn entry(&self, pass: PassKind, variant: Variant) -> Result<PassFn> {
+        let n = self
+            .plan
+            .passes
+            .iter()
+            .position(|p| p.pass == pass)
+            .expect("callers ask only for planned passes");
+        let v = Variant::ALL
+            .iter()
+            .position(|&x| x == variant)
+            .expect("ALL lists every variant");
+        self.code[n][v]
+            .get_or_init(|| jit::compile(&self.plan, pass, variant, false).map(|(code, _)| code))
+            .as_ref()
+            .map(Code::entry)
+            .map_err(Clone::clone)
     }
 
     /// The key this kernel computes.
@@ -337,11 +398,7 @@ impl Kernel {
         }
         match updates {
             Some(updates) => {
-                let ops = Operands::default()
-                    .with(Operand::Data, data.raw())
-                    .with(Operand::Out, out.raw());
-                self.run_pass(PassKind::Copy, &ops)
-                    .map_err(|bad| self.bad_index(PassKind::Copy, &bad, data.shape(), indices))?;
+                self.copy(out, data)?;
                 self.update(out, indices, updates)
             }
             None => {
@@ -350,9 +407,33 @@ impl Kernel {
                     .with(Operand::Indices, indices.raw())
                     .with(Operand::Out, out.raw());
                 self.run_pass(PassKind::Apply, &ops)
-                    .map_err(|bad| self.bad_index(PassKind::Apply, &bad, data.shape(), indices))
+                    .map_err(|stop| self.bad_index(PassKind::Apply, stop, data.shape(), indices))
             }
         }
+    }
+
+    /// Out-of-place scatter's first step, `out = data`: a parallel `memcpy` when both are
+    /// row-major, the compiled copy pass otherwise.
+    fn copy(&self, out: &mut TensorViewMut<'_>, data: &TensorView<'_>) -> Result<()> {
+        if let (Some(from), Some(to)) = (data.dense_bytes(), out.dense_bytes_mut()) {
+            const CHUNK: usize = 1 << 20;
+            if to.len() >= 2 * CHUNK && rayon::current_num_threads() > 1 {
+                to.par_chunks_mut(CHUNK)
+                    .zip(from.par_chunks(CHUNK))
+                    .for_each(|(to, from)| to.copy_from_slice(from));
+            } else {
+                to.copy_from_slice(from);
+            }
+            return Ok(());
+        }
+        let ops = Operands::default()
+            .with(Operand::Data, data.raw())
+            .with(Operand::Out, out.raw());
+        self.run_pass(PassKind::Copy, &ops).map_err(|stop| match stop {
+            Stop::Failed(e) => e,
+            // Invariant: the copy pass reads no index, so it has no bad-index exit.
+            Stop::BadIndex(_) => unreachable!("the copy pass reads no index"),
+        })
     }
 
     /// The scatter passes after the copy: init (if any) and apply, with `mean`'s host steps.
@@ -364,7 +445,7 @@ impl Kernel {
     ) -> Result<()> {
         let key = self.plan.key;
         let data_shape = out.shape().to_vec();
-        let bad = |pass, b: BadIndex| self.bad_index(pass, &b, &data_shape, indices);
+        let bad = |pass, stop: Stop| self.bad_index(pass, stop, &data_shape, indices);
         if self.plan.mean.is_some() {
             let mut scratch = mean::prepare(out, key.use_init_val());
             let acc_ptr = scratch.acc.as_mut_ptr();
@@ -411,8 +492,19 @@ impl Kernel {
         Ok(())
     }
 
-    /// Runs the check pass: every index in bounds, or the first bad one as an error.
+    /// Every index in bounds, or the first bad one (row-major) as an error: a host scan for
+    /// row-major indices, the compiled check pass for strided ones.
     fn check_indices(&self, data_shape: &[usize], indices: &TensorView<'_>) -> Result<()> {
+        let size = data_shape[self.plan.key.axis()];
+        if let Some(bytes) = indices.dense_bytes() {
+            return match check::first_bad(indices.dtype(), bytes, size) {
+                None => Ok(()),
+                Some(flat) => {
+                    let position = unravel(flat, indices.shape());
+                    Err(self.index_error(indices, position, size))
+                }
+            };
+        }
         // The check reads only indices; the bound comes from data's shape.
         let strides = vec![0isize; data_shape.len()];
         let ops = Operands::default()
@@ -426,21 +518,18 @@ impl Kernel {
                 },
             );
         self.run_pass(PassKind::Check, &ops)
-            .map_err(|bad| self.bad_index(PassKind::Check, &bad, data_shape, indices))
+            .map_err(|stop| self.bad_index(PassKind::Check, stop, data_shape, indices))
     }
 
     /// Fills the parameter block of `pass` from the operands' shapes and strides and calls it,
     /// split over the current rayon pool when the pass is large enough (see [`split`]).
-    fn run_pass(&self, pass: PassKind, ops: &Operands<'_>) -> std::result::Result<(), BadIndex> {
+    fn run_pass(&self, pass: PassKind, ops: &Operands<'_>) -> std::result::Result<(), Stop> {
         let Some(nest) = self.plan.pass(pass) else {
             return Ok(());
         };
-        let entry = self
-            .code
-            .entry(pass)
-            .expect("every planned pass is compiled");
         let layout = ParamLayout::of(nest);
         let (params, order) = bind(&self.plan.key, nest, &layout, ops);
+        let entry = self.entry(pass, variant_of(nest, &layout, &params, &order))?;
         let mut pointers = [std::ptr::null_mut::<u8>(); OPERAND_SLOTS];
         for (slot, raw) in ops.slots.iter().enumerate() {
             if let Some(raw) = raw {
@@ -475,7 +564,7 @@ impl Kernel {
             for (n, &d) in order.iter().enumerate() {
                 position[d] = std::mem::take(&mut counters[n]);
             }
-            BadIndex(position)
+            Stop::BadIndex(position)
         })
     }
 
@@ -485,10 +574,14 @@ impl Kernel {
     fn bad_index(
         &self,
         pass: PassKind,
-        bad: &BadIndex,
+        stop: Stop,
         data_shape: &[usize],
         indices: &TensorView<'_>,
     ) -> Error {
+        let bad = match stop {
+            Stop::Failed(e) => return e,
+            Stop::BadIndex(bad) => bad,
+        };
         if pass != PassKind::Check {
             if let Err(first) = self.check_indices(data_shape, indices) {
                 return first;
@@ -506,17 +599,22 @@ impl Kernel {
             .coords
             .iter()
             .map(|c| match c {
-                Coord::Loop(d) => bad.0[*d],
+                Coord::Loop(d) => bad[*d],
                 Coord::Index => unreachable!("indices are not read through an index"),
             })
             .collect();
+        self.index_error(indices, position, data_shape[self.plan.key.axis()])
+    }
+
+    /// The error naming the index at `position` of `indices`, out of bounds for `size`.
+    fn index_error(&self, indices: &TensorView<'_>, position: Vec<usize>, size: usize) -> Error {
         let key = self.plan.key;
         Error::Invalid(IrError::IndexOutOfBounds {
             op: key.kind(),
             index: read_index(indices, &position),
             position,
             axis: key.axis(),
-            size: data_shape[key.axis()],
+            size,
         })
     }
 }
@@ -580,6 +678,35 @@ fn bind(
         params[at] = ops.get(operand).shape[dim] as i64;
     }
     (params, order)
+}
+
+/// The multi-index of row-major offset `flat` in `shape`.
+fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut position = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        if shape[d] > 0 {
+            position[d] = flat % shape[d];
+            flat /= shape[d];
+        }
+    }
+    position
+}
+
+/// The variant whose condition the bound parameters meet (see [`Variant::Contiguous`]).
+fn variant_of(nest: &LoopNest, layout: &ParamLayout, params: &[i64], order: &[usize]) -> Variant {
+    let Some(inner) = layout.depth.checked_sub(1) else {
+        return Variant::Strided;
+    };
+    let contiguous = order[inner] == inner
+        && abi::accesses(nest).zip(&layout.accesses).all(|(access, slots)| {
+            let walks = access.coords.contains(&Coord::Loop(inner));
+            params[slots.strides_at + inner] == i64::from(walks)
+        });
+    if contiguous {
+        Variant::Contiguous
+    } else {
+        Variant::Strided
+    }
 }
 
 /// The index stored at `position` of `indices`, widened to i128.

@@ -20,6 +20,7 @@ mod abi;
 mod api;
 pub mod bench;
 mod cache;
+mod check;
 mod codegen;
 pub mod error;
 mod jit;
@@ -32,7 +33,7 @@ pub use api::{explain, gather, gather_elements, run, scatter_, scatter_elements}
 pub use cache::{CacheStats, KernelCache};
 pub use error::{Error, Result};
 pub use jit::Listing;
-pub use kernel::Kernel;
+pub use kernel::{set_parallel_grain, Kernel};
 pub use scatterjit_ir as ir;
 pub use scatterjit_ir::{DType, KernelKey, Op, OpKind, Reduction, Tensor};
 pub use tensor::{TensorView, TensorViewMut};

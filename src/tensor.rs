@@ -19,6 +19,23 @@ struct Layout {
 }
 
 impl Layout {
+    /// The byte range of the elements when they are row-major and gap-free (dims of size
+    /// 1 may have any stride); `None` otherwise.
+    fn dense_range(&self) -> Option<std::ops::Range<usize>> {
+        let numel: usize = self.shape.iter().product();
+        let mut expected = 1isize;
+        for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
+            if d > 1 && s != expected {
+                return None;
+            }
+            expected = expected.checked_mul(d as isize)?;
+        }
+        let size = self.dtype.size();
+        // Validated at construction: every position lies inside the slice.
+        let start = self.offset * size;
+        Some(start..start + numel * size)
+    }
+
     fn new(
         tensor: TensorRole,
         dtype: DType,
@@ -214,6 +231,12 @@ impl<'a> TensorView<'a> {
         self.layout.shape.iter().product()
     }
 
+    /// The elements as one row-major byte slice, if the view is laid out that way.
+    pub(crate) fn dense_bytes(&self) -> Option<&[u8]> {
+        let range = self.layout.dense_range()?;
+        Some(&self.bytes[range])
+    }
+
     /// Address of position 0 (for kernels, which only reach validated positions).
     pub(crate) fn raw(&self) -> RawOperand<'_> {
         RawOperand {
@@ -288,6 +311,12 @@ impl<'a> TensorViewMut<'a> {
     }
 
     /// Calls `f` with the bytes of every element, in row-major order.
+    /// The elements as one row-major byte slice, if the view is laid out that way.
+    pub(crate) fn dense_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        let range = self.layout.dense_range()?;
+        Some(&mut self.bytes[range])
+    }
+
     pub(crate) fn for_each_element(&mut self, mut f: impl FnMut(&mut [u8])) {
         let size = self.dtype().size();
         let base = self.layout.offset as isize;

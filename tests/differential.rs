@@ -352,6 +352,22 @@ fn show(t: &Tensor) -> String {
 }
 
 /// Runs one case on every engine and path; `Err` describes the first disagreement.
+/// Pools of 1 and 3 threads, with the parallel grain lowered to 2 elements so that small
+/// cases split too.
+fn pools() -> &'static [rayon::ThreadPool; 2] {
+    static POOLS: std::sync::OnceLock<[rayon::ThreadPool; 2]> = std::sync::OnceLock::new();
+    POOLS.get_or_init(|| {
+        scatterjit::set_parallel_grain(2);
+        let pool = |n| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .expect("threads start")
+        };
+        [pool(1), pool(3)]
+    })
+}
+
 pub fn check(case: &Case) -> Result<(), String> {
     let (data, indices, updates) = case.tensors();
     let op = case.op();
@@ -429,8 +445,15 @@ pub fn check(case: &Case) -> Result<(), String> {
         }
     };
 
-    // 1. Out of place.
-    agree("run", kernel.run(&dv, &iv, uv.as_ref()))?;
+    // 1. Out of place, on one thread and split over three: bit-identical.
+    let one = pools()[0].install(|| kernel.run(&dv, &iv, uv.as_ref()));
+    let three = pools()[1].install(|| kernel.run(&dv, &iv, uv.as_ref()));
+    match (&one, &three) {
+        (Ok(a), Ok(b)) if a.bytes() == b.bytes() => {}
+        (Err(a), Err(b)) if a == b => {}
+        _ => return Err(format!("{key}: 3 threads gave {three:?}, 1 thread {one:?}")),
+    }
+    agree("run", one)?;
 
     // 2. Into a padded, garbage-filled output buffer.
     let out_shape = match &expected {
@@ -827,4 +850,51 @@ fn integer_means_are_exact_and_floor() {
     let out =
         scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Mean, true).unwrap();
     assert_eq!(out.to_vec::<i64>().unwrap(), [i64::MAX]);
+}
+
+/// The suite's workloads at reduced sizes exercise the fast paths the random cases are too
+/// small for: whole-row vector combines of uniform index rows (GNN), `memcpy` row copies
+/// (embedding Gather), long contiguous rows, and parallel splits of the innermost loop.
+/// Each result must match the interpreter, on one thread and on three, out of place, into
+/// a buffer and in place.
+#[test]
+fn suite_workloads_agree_with_interpreter() {
+    use scatterjit::bench::suite::WORKLOADS;
+    for w in WORKLOADS {
+        let p = w.problem(w.small_div * 2, 7);
+        let want = interp::run(&p.op, &p.data, &p.indices, p.updates.as_ref()).unwrap();
+        let kernel = KernelCache::global().get(&p.key()).unwrap();
+        let data = TensorView::from(&p.data);
+        let indices = TensorView::from(&p.indices);
+        let updates = p.updates.as_ref().map(TensorView::from);
+        for pool in pools() {
+            let got = pool
+                .install(|| kernel.run(&data, &indices, updates.as_ref()))
+                .unwrap();
+            assert_eq!(got.bytes(), want.bytes(), "{}: run", w.name);
+            let mut out = Tensor::zeros(want.dtype(), want.shape().to_vec()).unwrap();
+            pool.install(|| {
+                kernel.run_into(
+                    &mut TensorViewMut::from(&mut out),
+                    &data,
+                    &indices,
+                    updates.as_ref(),
+                )
+            })
+            .unwrap();
+            assert_eq!(out.bytes(), want.bytes(), "{}: run_into", w.name);
+            if let Some(updates) = &updates {
+                let mut inplace = p.data.clone();
+                pool.install(|| {
+                    kernel.scatter_in_place(
+                        &mut TensorViewMut::from(&mut inplace),
+                        &indices,
+                        updates,
+                    )
+                })
+                .unwrap();
+                assert_eq!(inplace.bytes(), want.bytes(), "{}: in place", w.name);
+            }
+        }
+    }
 }

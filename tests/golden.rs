@@ -20,8 +20,9 @@ fn clif_of(key: &KernelKey) -> String {
     let mut text = String::new();
     for listing in Kernel::listings(*key).unwrap() {
         text.push_str(&format!(
-            "; pass {}\n{}\n",
+            "; pass {} ({})\n{}\n",
             listing.pass.map_or("?", |p| p.name()),
+            listing.variant,
             listing.clif
         ));
     }

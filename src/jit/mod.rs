@@ -12,17 +12,20 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use scatterjit_ir::{PassKind, Plan};
 
+use crate::abi::Variant;
 use crate::codegen;
 use crate::error::{Error, Result};
 
 /// A compiled pass: `extern "C" fn(operands, params) -> status` (see `crate::abi`).
 pub(crate) type PassFn = unsafe extern "C" fn(*const *mut u8, *mut i64) -> i64;
 
-/// Text renderings of one pass, for `explain` and golden files.
+/// Text renderings of one compiled pass, for `explain` and golden files.
 #[derive(Clone, Debug, Default)]
 pub struct Listing {
     /// Which pass.
     pub pass: Option<PassKind>,
+    /// Which variant of its innermost loop (`strided` or `contiguous`).
+    pub variant: &'static str,
     /// The CLIF as the lowering built it.
     pub clif: String,
     /// The CLIF after Cranelift's optimizations.
@@ -31,21 +34,18 @@ pub struct Listing {
     pub asm: String,
 }
 
-/// The machine code of one kernel: its own JIT module, freed when this is dropped.
+/// The machine code of one pass variant: its own JIT module, freed when this is dropped.
 pub(crate) struct Code {
     // JITModule is Send but not Sync; the mutex makes `Code` shareable. It is only
     // touched again on drop.
     module: Mutex<Option<JITModule>>,
-    entries: Vec<(PassKind, PassFn)>,
+    entry: PassFn,
 }
 
 impl Code {
-    /// The entry of pass `kind`, if the plan has one.
-    pub(crate) fn entry(&self, kind: PassKind) -> Option<PassFn> {
-        self.entries
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map(|(_, f)| *f)
+    /// The compiled function.
+    pub(crate) fn entry(&self) -> PassFn {
+        self.entry
     }
 }
 
@@ -73,7 +73,7 @@ fn isa() -> Result<OwnedTargetIsa> {
         let set = |f: &mut settings::Builder, k: &str, v: &str| {
             f.set(k, v).map_err(|e| format!("setting {k}={v}: {e}"))
         };
-        set(&mut flags, "opt_level", "speed")?;
+        set(&mut flags, "opt_level", "none")?;
         set(&mut flags, "is_pic", "false")?;
         set(&mut flags, "use_colocated_libcalls", "false")?;
         set(
@@ -98,11 +98,21 @@ fn isa() -> Result<OwnedTargetIsa> {
     })
 }
 
-/// Compiles every pass of `plan` into one fresh module. With `listings`, also returns the
-/// CLIF before and after optimization and the disassembly of each pass.
-pub(crate) fn compile(plan: &Plan, listings: bool) -> Result<(Code, Vec<Listing>)> {
+/// Compiles pass `kind` of `plan` in `variant` into a fresh module. With `listing`, also
+/// returns its CLIF before and after optimization and its disassembly.
+pub(crate) fn compile(
+    plan: &Plan,
+    kind: PassKind,
+    variant: Variant,
+    listing: bool,
+) -> Result<(Code, Option<Listing>)> {
     let isa = isa()?;
     let key = plan.key;
+    let nest = plan.pass(kind).ok_or_else(|| Error::Codegen {
+        key: key.to_string(),
+        message: format!("the plan has no {} pass", kind.name()),
+        clif: String::new(),
+    })?;
     let ptr = isa.pointer_type();
     let mut module = JITModule::new(JITBuilder::with_isa(isa.clone(), default_libcall_names()));
     let mut sig = module.make_signature();
@@ -110,71 +120,57 @@ pub(crate) fn compile(plan: &Plan, listings: bool) -> Result<(Code, Vec<Listing>
     sig.params.push(AbiParam::new(ptr));
     sig.returns.push(AbiParam::new(types::I64));
 
+    let name = format!("{key}.{}.{}", kind.name(), variant.name());
+    let codegen_error = |message: String, clif: String| Error::Codegen {
+        key: name.clone(),
+        message,
+        clif,
+    };
+    let id = module
+        .declare_function(&name, Linkage::Local, &sig)
+        .map_err(|e| codegen_error(e.to_string(), String::new()))?;
     let mut ctx: Context = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
-    let mut ids = Vec::new();
-    let mut texts = Vec::new();
-    for nest in &plan.passes {
-        let name = format!("{key}.{}", nest.pass.name());
-        let codegen_error = |message: String, clif: String| Error::Codegen {
-            key: name.clone(),
-            message,
-            clif,
-        };
-        let id = module
-            .declare_function(&name, Linkage::Local, &sig)
-            .map_err(|e| codegen_error(e.to_string(), String::new()))?;
-        ctx.func.signature = sig.clone();
-        ctx.func.name = UserFuncName::user(0, id.as_u32());
-        {
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            codegen::build_pass(&mut b, &key, nest, ptr);
-            b.finalize(module.target_config());
-        }
-        let clif = ctx.func.display().to_string();
-        if cfg!(debug_assertions) || listings {
-            verify_function(&ctx.func, isa.as_ref())
-                .map_err(|errors| codegen_error(errors.to_string(), clif.clone()))?;
-        }
-        ctx.set_disasm(listings);
-        module
-            .define_function(id, &mut ctx)
-            .map_err(|e| codegen_error(format!("{e:?}"), clif.clone()))?;
-        if listings {
-            texts.push(Listing {
-                pass: Some(nest.pass),
-                clif,
-                optimized: ctx.func.display().to_string(),
-                asm: ctx
-                    .compiled_code()
-                    .and_then(|c| c.vcode.clone())
-                    .unwrap_or_default(),
-            });
-        }
-        module.clear_context(&mut ctx);
-        ids.push((nest.pass, id));
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        codegen::build_pass(&mut b, &key, nest, variant, module.target_config());
+        b.finalize(module.target_config());
     }
-    module.finalize_definitions().map_err(|e| Error::Codegen {
-        key: key.to_string(),
-        message: e.to_string(),
-        clif: String::new(),
-    })?;
-    let entries = ids
-        .into_iter()
-        .map(|(pass, id)| {
-            let address = module.get_finalized_function(id);
-            // SAFETY: `address` is the finalized code of a function declared above with the
-            // signature (ptr, ptr) -> i64 in the host's default calling convention, which is
-            // `extern "C"`; the code lives as long as `module`, which `Code` owns.
-            let f = unsafe { std::mem::transmute::<*const u8, PassFn>(address) };
-            (pass, f)
-        })
-        .collect();
+    let clif = ctx.func.display().to_string();
+    if cfg!(debug_assertions) || listing {
+        verify_function(&ctx.func, isa.as_ref())
+            .map_err(|errors| codegen_error(errors.to_string(), clif.clone()))?;
+    }
+    ctx.set_disasm(listing);
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| codegen_error(format!("{e:?}"), clif.clone()))?;
+    let text = listing.then(|| Listing {
+        pass: Some(kind),
+        variant: variant.name(),
+        clif,
+        optimized: ctx.func.display().to_string(),
+        asm: ctx
+            .compiled_code()
+            .and_then(|c| c.vcode.clone())
+            .unwrap_or_default(),
+    });
+    module.clear_context(&mut ctx);
+    module
+        .finalize_definitions()
+        .map_err(|e| codegen_error(e.to_string(), String::new()))?;
+    let address = module.get_finalized_function(id);
+    // SAFETY: `address` is the finalized code of the function declared above with the
+    // signature (ptr, ptr) -> i64 in the host's default calling convention, which is
+    // `extern "C"`; the code lives as long as `module`, which `Code` owns.
+    let entry = unsafe { std::mem::transmute::<*const u8, PassFn>(address) };
     Ok((
         Code {
             module: Mutex::new(Some(module)),
-            entries,
+            entry,
         },
-        texts,
+        text,
     ))
 }
