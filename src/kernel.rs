@@ -429,11 +429,12 @@ impl Kernel {
         let ops = Operands::default()
             .with(Operand::Data, data.raw())
             .with(Operand::Out, out.raw());
-        self.run_pass(PassKind::Copy, &ops).map_err(|stop| match stop {
-            Stop::Failed(e) => e,
-            // Invariant: the copy pass reads no index, so it has no bad-index exit.
-            Stop::BadIndex(_) => unreachable!("the copy pass reads no index"),
-        })
+        self.run_pass(PassKind::Copy, &ops)
+            .map_err(|stop| match stop {
+                Stop::Failed(e) => e,
+                // Invariant: the copy pass reads no index, so it has no bad-index exit.
+                Stop::BadIndex(_) => unreachable!("the copy pass reads no index"),
+            })
     }
 
     /// The scatter passes after the copy: init (if any) and apply, with `mean`'s host steps.
@@ -698,10 +699,12 @@ fn variant_of(nest: &LoopNest, layout: &ParamLayout, params: &[i64], order: &[us
         return Variant::Strided;
     };
     let contiguous = order[inner] == inner
-        && abi::accesses(nest).zip(&layout.accesses).all(|(access, slots)| {
-            let walks = access.coords.contains(&Coord::Loop(inner));
-            params[slots.strides_at + inner] == i64::from(walks)
-        });
+        && abi::accesses(nest)
+            .zip(&layout.accesses)
+            .all(|(access, slots)| {
+                let walks = access.coords.contains(&Coord::Loop(inner));
+                params[slots.strides_at + inner] == i64::from(walks)
+            });
     if contiguous {
         Variant::Contiguous
     } else {

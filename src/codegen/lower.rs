@@ -503,9 +503,10 @@ impl Lowering<'_, '_> {
             Combine::Reduce(r) => match (r, class) {
                 (_, C::Float) => matches!(dtype.size(), 4 | 8) && r != Reduction::Mean,
                 (Reduction::Add, C::SignedInt | C::UnsignedInt) => true,
-                (Reduction::Max | Reduction::Min | Reduction::Mul, C::SignedInt | C::UnsignedInt) => {
-                    size <= 4 && !(r == Reduction::Mul && size == 1)
-                }
+                (
+                    Reduction::Max | Reduction::Min | Reduction::Mul,
+                    C::SignedInt | C::UnsignedInt,
+                ) => size <= 4 && !(r == Reduction::Mul && size == 1),
                 (_, C::Bool) => r != Reduction::Mean,
                 _ => false,
             },
@@ -530,7 +531,12 @@ impl Lowering<'_, '_> {
             _ => raw_type(dtype.size()),
         };
         let vector = scalar.by(lanes).expect("16-byte vectors exist");
-        let dest = self.nest.dest.as_ref().expect("combines have a dest").operand;
+        let dest = self
+            .nest
+            .dest
+            .as_ref()
+            .expect("combines have a dest")
+            .operand;
         let dest_ptr = at[self.access_of(dest)];
         let Some(Source::Read(src)) = &self.nest.source else {
             unreachable!("vector combines read their source")
@@ -539,9 +545,13 @@ impl Lowering<'_, '_> {
         let old = self.b.ins().load(vector, data_flags(), dest_ptr, 0);
         let new = self.b.ins().load(vector, data_flags(), src_ptr, 0);
         let v = match self.nest.combine {
-            Combine::Reduce(r) => {
-                combine::reduce(self.b, r, dtype, combine::Val::Scalar(old), combine::Val::Scalar(new))
-            }
+            Combine::Reduce(r) => combine::reduce(
+                self.b,
+                r,
+                dtype,
+                combine::Val::Scalar(old),
+                combine::Val::Scalar(new),
+            ),
             Combine::Accumulate(acc) => {
                 combine::Val::Scalar(combine::accumulate(self.b, acc, old, new))
             }
@@ -553,7 +563,10 @@ impl Lowering<'_, '_> {
             let one = self.b.ins().iconst(types::I64, 1);
             let ones = self.b.ins().splat(types::I64X2, one);
             for pair in 0..(lanes / 2) as i32 {
-                let c = self.b.ins().load(types::I64X2, data_flags(), count_ptr, pair * 16);
+                let c = self
+                    .b
+                    .ins()
+                    .load(types::I64X2, data_flags(), count_ptr, pair * 16);
                 let c = self.b.ins().iadd(c, ones);
                 self.b.ins().store(data_flags(), c, count_ptr, pair * 16);
             }
