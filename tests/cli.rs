@@ -828,3 +828,60 @@ fn demo_checks_the_onnx_examples() {
     );
     assert!(!text.contains("WRONG"), "{text}");
 }
+
+#[test]
+fn bench_quick_runs_checks_and_reports() {
+    let args: Vec<&OsStr> = [
+        "bench",
+        "--quick",
+        "--only",
+        "gather_cols_f32",
+        "--threads",
+        "2",
+    ]
+    .iter()
+    .map(OsStr::new)
+    .collect();
+    let out = run_binary(&args);
+    assert!(out.status.success(), "bench failed: {}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_contains(
+        &table,
+        &["gather_cols_f32", "jit x2", "interp", "copy", "cache hit"],
+    );
+
+    let dir = Dir::new("bench_quick");
+    let svg = dir.path("chart.svg");
+    let mut args: Vec<&OsStr> = [
+        "bench",
+        "--quick",
+        "--only",
+        "scatter_add_gnn_f32",
+        "--json",
+        "--plot",
+    ]
+    .iter()
+    .map(OsStr::new)
+    .collect();
+    args.push(svg.as_os_str());
+    let out = run_binary(&args);
+    assert!(out.status.success(), "bench failed: {}", stderr(&out));
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert_contains(
+        &json,
+        &[
+            "\"name\": \"scatter_add_gnn_f32\"",
+            "\"median_s\"",
+            "\"samples_s\"",
+        ],
+    );
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.starts_with("<svg") && chart.contains("scatter_add_gnn_f32"));
+
+    let args: Vec<&OsStr> = ["bench", "--only", "no_such_workload"]
+        .iter()
+        .map(OsStr::new)
+        .collect();
+    let line = assert_one_error(&run_binary(&args));
+    assert_contains(&line, &["no_such_workload", "gather_cols_f32"]);
+}

@@ -47,32 +47,31 @@ pub fn write_svg(report: &Report, path: &Path) -> Result<()> {
         )
         .margin(12)
         .x_label_area_size(36)
-        .y_label_area_size(220)
+        .y_label_area_size(12)
         .build_cartesian_2d(0f64..best * 1.1, (rows as f64 * slot)..0f64)
         .map_err(|e| failed(&e))?;
     chart
         .configure_mesh()
         .disable_y_mesh()
         .x_desc("GB/s (higher is better)")
-        .y_labels(rows * 2 + 1)
-        .y_label_formatter(&|y| {
-            let group = (*y / slot).floor();
-            let middle = group * slot + slot / 2.0;
-            if (*y - middle).abs() < 0.26 {
-                names
-                    .get(group as usize)
-                    .map_or(String::new(), |n| n.to_string())
-            } else {
-                String::new()
-            }
-        })
+        .y_labels(0)
         .draw()
+        .map_err(|e| failed(&e))?;
+    // Each group is captioned with its workload, inside the plot above its bars.
+    chart
+        .draw_series(names.iter().enumerate().map(|(i, name)| {
+            Text::new(
+                name.to_string(),
+                (best * 0.005, i as f64 * slot + 0.05),
+                ("sans-serif", 13),
+            )
+        }))
         .map_err(|e| failed(&e))?;
     for (e, name) in table_engine_names(report.threads).iter().enumerate() {
         let colour = COLOURS[e];
         chart
             .draw_series(report.rows.iter().enumerate().map(|(i, r)| {
-                let top = i as f64 * slot + 0.5 + e as f64;
+                let top = i as f64 * slot + 0.6 + e as f64;
                 let value = gbps(r.bytes, r.median(e));
                 Rectangle::new([(0.0, top), (value, top + 0.9)], colour.filled())
             }))
