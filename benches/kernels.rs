@@ -2,9 +2,9 @@
 //!
 //! - `compile/<key>`: compiling one kernel from scratch (`Kernel::compile`), all passes.
 //! - `cache_hit/<key>`: `KernelCache::get` on a warm cache.
-//! - `workload/<key>/<engine>`: each workload of the standard suite at a small size (see
-//!   [`suite`]), run by the JIT out of place (`jit_run`), by the JIT into a preallocated
-//!   output (`jit_run_into`), and by the reference interpreter (`interp`). Before timing,
+//! - `workload/<key>/<engine>`: each workload of the standard suite at a small size
+//!   (`scatterjit::bench::suite`), run by the JIT out of place (`jit_run`), by the JIT into
+//!   a preallocated output (`jit_run_into`), and by the reference interpreter (`interp`). Before timing,
 //!   the JIT's outputs are checked byte for byte against the interpreter's.
 //!
 //! Rows are named by the kernel key's printed name; the workload each key stands for and its

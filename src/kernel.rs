@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use scatterjit_ir::{
-    Coord, Error as IrError, KernelKey, LoopNest, Op, OpKind, Operand, PassKind, Plan, Tensor,
-    TensorRole, OPERAND_SLOTS,
+    unravel, Coord, Error as IrError, KernelKey, LoopNest, Op, OpKind, Operand, PassKind, Plan,
+    Tensor, TensorRole, OPERAND_SLOTS,
 };
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_OK};
@@ -679,18 +679,6 @@ fn bind(
         params[at] = ops.get(operand).shape[dim] as i64;
     }
     (params, order)
-}
-
-/// The multi-index of row-major offset `flat` in `shape`.
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut position = vec![0; shape.len()];
-    for d in (0..shape.len()).rev() {
-        if shape[d] > 0 {
-            position[d] = flat % shape[d];
-            flat /= shape[d];
-        }
-    }
-    position
 }
 
 /// The variant whose condition the bound parameters meet (see [`Variant::Contiguous`]).

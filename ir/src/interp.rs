@@ -22,7 +22,7 @@ use crate::element::{Complex128, Complex64, Element};
 use crate::error::{Error, Result};
 use crate::op::{Op, OpKind, TensorRole, Validated};
 use crate::reduction::Reduction;
-use crate::tensor::Tensor;
+use crate::tensor::{unravel, Tensor};
 
 /// Runs `op` on owned tensors exactly as SPEC.md states: the oracle of every test.
 ///
@@ -115,18 +115,6 @@ fn normalized_indices(
             })
         })
         .collect()
-}
-
-/// The multi-index of row-major offset `flat` in `shape`.
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut position = vec![0; shape.len()];
-    for d in (0..shape.len()).rev() {
-        if shape[d] > 0 {
-            position[d] = flat % shape[d];
-            flat /= shape[d];
-        }
-    }
-    position
 }
 
 /// The flat offset of `position` under `strides`.

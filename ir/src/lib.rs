@@ -30,4 +30,4 @@ pub use op::{
     MAX_RANK,
 };
 pub use reduction::{MeanAccumulator, Reduction};
-pub use tensor::{row_major_strides, Tensor};
+pub use tensor::{row_major_strides, unravel, Tensor};

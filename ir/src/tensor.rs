@@ -152,6 +152,22 @@ pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
     strides
 }
 
+/// The multi-index of row-major offset `flat` in `shape` (dims of size 0 contribute 0).
+///
+/// ```
+/// assert_eq!(scatterjit_ir::unravel(7, &[2, 4]), [1, 3]);
+/// ```
+pub fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut position = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        if shape[d] > 0 {
+            position[d] = flat % shape[d];
+            flat /= shape[d];
+        }
+    }
+    position
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@
 
 use half::{bf16, f16};
 use scatterjit_ir::{
-    row_major_strides, DType, Error as IrError, Op, OpKind, Reduction, Tensor, TensorRole,
+    row_major_strides, unravel, DType, Error as IrError, Op, OpKind, Reduction, Tensor, TensorRole,
 };
 
 use crate::error::{Error, Result};
@@ -216,6 +216,7 @@ pub fn run_into(
             ),
         }));
     }
+    let axis = validated.key.axis();
     let unsupported = |dtype| {
         Err(Error::Invalid(IrError::UnsupportedDType {
             op: op.kind(),
@@ -225,8 +226,8 @@ pub fn run_into(
     macro_rules! by_index {
         ($t:ty) => {
             match indices.dtype() {
-                DType::I32 => typed::<$t, i32>(op, out, data, indices, updates),
-                DType::I64 => typed::<$t, i64>(op, out, data, indices, updates),
+                DType::I32 => typed::<$t, i32>(op, axis, out, data, indices, updates),
+                DType::I64 => typed::<$t, i64>(op, axis, out, data, indices, updates),
                 other => unsupported(other),
             }
         };
@@ -279,18 +280,16 @@ fn cast_mut<T: Plain>(t: &mut Tensor) -> Result<&mut [T]> {
     }
 }
 
+/// The monomorphized kernel; `op` was validated by the caller, `axis` is normalized.
 fn typed<T: Value, I: IndexValue>(
     op: &Op,
+    axis: usize,
     out: &mut Tensor,
     data: &Tensor,
     indices: &Tensor,
     updates: Option<&Tensor>,
 ) -> Result<()> {
     debug_assert_eq!(data.dtype(), T::DTYPE);
-    let axis = op
-        .validate(data.meta(), indices.meta(), updates.map(Tensor::meta))?
-        .key
-        .axis();
     let (d, idx) = (cast::<T>(data)?, cast::<I>(indices)?);
     match *op {
         Op::ScatterElements {
@@ -371,16 +370,10 @@ fn bad_index(
     axis: usize,
     size: usize,
 ) -> Error {
-    let mut position = vec![0; shape.len()];
-    let mut rest = flat;
-    for d in (0..shape.len()).rev() {
-        position[d] = rest % shape[d].max(1);
-        rest /= shape[d].max(1);
-    }
     Error::Invalid(IrError::IndexOutOfBounds {
         op,
         index: index.into(),
-        position,
+        position: unravel(flat, shape),
         axis,
         size,
     })
@@ -464,40 +457,37 @@ impl Geometry {
         }
     }
 
-    /// `out[p[axis := k]] = C(out[..], updates[p])` in row-major order; indices are checked.
+    /// Calls `f(p, t)` for every position of indices in row-major order, with `p` its
+    /// offset in indices and `t` the offset of `data[p[axis := normalize(indices[p])]]`.
+    /// Indices are checked beforehand ([`Geometry::check`]).
+    #[inline(always)]
+    fn each<I: IndexValue>(&self, idx: &[I], mut f: impl FnMut(usize, usize)) {
+        let rank = self.index_shape.len();
+        let axis_stride = self.data_strides[self.axis];
+        // The last dim is the axis (k replaces j) or a plain coordinate (stride 1).
+        let step = usize::from(rank == 0 || self.axis != rank - 1);
+        let size = self.size;
+        self.rows(|index_at, data_at, len| {
+            for j in 0..len {
+                let k = normalize(idx[index_at + j].widen(), size).expect("checked");
+                f(index_at + j, data_at + k * axis_stride + j * step);
+            }
+        });
+    }
+
+    /// `out[p[axis := k]] = C(out[..], updates[p])` in row-major order.
     fn scatter<T: Value, I: IndexValue, C: Combine<T>>(
         &self,
         out: &mut [T],
         idx: &[I],
         updates: &[T],
     ) {
-        let rank = self.index_shape.len();
-        let axis_stride = self.data_strides[self.axis];
-        let last_is_axis = rank > 0 && self.axis == rank - 1;
-        let size = self.size;
-        self.rows(|index_at, data_at, len| {
-            for j in 0..len {
-                let k = normalize(idx[index_at + j].widen(), size).expect("checked");
-                // The last dim is the axis (k replaces j) or a plain coordinate (stride 1).
-                let target = data_at + k * axis_stride + if last_is_axis { 0 } else { j };
-                out[target] = C::combine(out[target], updates[index_at + j]);
-            }
-        });
+        self.each(idx, |p, t| out[t] = C::combine(out[t], updates[p]));
     }
 
-    /// `out[p] = data[p[axis := k]]`; indices are checked.
+    /// `out[p] = data[p[axis := k]]`.
     fn gather_elements<T: Value, I: IndexValue>(&self, out: &mut [T], data: &[T], idx: &[I]) {
-        let rank = self.index_shape.len();
-        let axis_stride = self.data_strides[self.axis];
-        let last_is_axis = rank > 0 && self.axis == rank - 1;
-        let size = self.size;
-        self.rows(|index_at, data_at, len| {
-            for j in 0..len {
-                let k = normalize(idx[index_at + j].widen(), size).expect("checked");
-                let from = data_at + k * axis_stride + if last_is_axis { 0 } else { j };
-                out[index_at + j] = data[from];
-            }
-        });
+        self.each(idx, |p, t| out[p] = data[t]);
     }
 }
 
@@ -520,17 +510,9 @@ fn scatter_mean<T: Value, I: IndexValue>(
         })
         .collect();
     let mut counts = vec![0u64; out.len()];
-    let axis_stride = geometry.data_strides[geometry.axis];
-    let rank = geometry.index_shape.len();
-    let last_is_axis = rank > 0 && geometry.axis == rank - 1;
-    let size = geometry.size;
-    geometry.rows(|index_at, data_at, len| {
-        for j in 0..len {
-            let k = normalize(idx[index_at + j].widen(), size).expect("checked");
-            let target = data_at + k * axis_stride + if last_is_axis { 0 } else { j };
-            sums[target] = T::add_sum(sums[target], updates[index_at + j]);
-            counts[target] += 1;
-        }
+    geometry.each(idx, |p, t| {
+        sums[t] = T::add_sum(sums[t], updates[p]);
+        counts[t] += 1;
     });
     for ((o, &sum), &count) in out.iter_mut().zip(&sums).zip(&counts) {
         if count > 0 {
