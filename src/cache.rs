@@ -1,8 +1,10 @@
-//! Compiled kernels by key: each key compiles once, however many threads ask at once.
+//! Compiled kernels by key: each key compiles once, however many threads ask at once, and
+//! the least recently used kernel makes room when the cache is full.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use scatterjit_ir::KernelKey;
@@ -11,9 +13,54 @@ use crate::error::Result;
 use crate::kernel::Kernel;
 
 /// One key's slot: filled once by the first thread that asks; others wait on it.
-type Slot = Arc<OnceLock<Result<Arc<Kernel>>>>;
+#[derive(Default)]
+struct Slot {
+    kernel: OnceLock<Result<Arc<Kernel>>>,
+    /// Lookup tick of the last use; the smallest is evicted first.
+    last_used: AtomicU64,
+}
 
-/// A thread-safe cache of compiled kernels.
+/// A key is a dozen bytes of enums; SipHash would be most of a cache hit's cost, and the
+/// keys are not attacker-chosen hash-flooding material (they come from validated ops).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        // FxHash's step: rotate, mix in, multiply by a large odd constant.
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn write_isize(&mut self, n: isize) {
+        self.write_u64(n as u64);
+    }
+}
+
+type Slots = HashMap<KernelKey, Arc<Slot>, BuildHasherDefault<KeyHasher>>;
+
+/// A thread-safe cache of compiled kernels, bounded by a number of kernels.
+///
+/// A hit takes a shared lock only. When a new key arrives at a full cache, the least
+/// recently used compiled kernel is dropped from the cache; a caller still running it keeps
+/// it alive through its `Arc`, so eviction never pulls code from under a running call.
 ///
 /// ```
 /// use scatterjit::{DType, KernelCache, KernelKey, Reduction};
@@ -25,11 +72,13 @@ type Slot = Arc<OnceLock<Result<Arc<Kernel>>>>;
 /// let stats = cache.stats();
 /// assert_eq!((stats.misses, stats.hits), (1, 1));
 /// ```
-#[derive(Default)]
 pub struct KernelCache {
-    slots: Mutex<HashMap<KernelKey, Slot>>,
-    hits: AtomicU64,
+    slots: RwLock<Slots>,
+    capacity: usize,
+    /// Ticks of the LRU clock; every lookup advances it.
+    lookups: AtomicU64,
     misses: AtomicU64,
+    evictions: AtomicU64,
     compile_nanos: AtomicU64,
 }
 
@@ -40,16 +89,41 @@ pub struct CacheStats {
     pub hits: u64,
     /// Lookups that compiled.
     pub misses: u64,
+    /// Kernels dropped to make room for another key.
+    pub evictions: u64,
     /// Total time spent compiling.
     pub compile_time: Duration,
     /// Kernels held.
     pub kernels: usize,
 }
 
+impl Default for KernelCache {
+    fn default() -> Self {
+        Self::with_capacity(Self::DEFAULT_CAPACITY)
+    }
+}
+
 impl KernelCache {
-    /// An empty cache.
+    /// Kernels a cache holds unless told otherwise. A kernel's code takes a few pages; a
+    /// thousand is a few tens of MiB at most, and a workload with more distinct keys than
+    /// that should size its cache explicitly.
+    pub const DEFAULT_CAPACITY: usize = 1024;
+
+    /// An empty cache holding at most [`Self::DEFAULT_CAPACITY`] kernels.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cache holding at most `capacity` kernels (at least one).
+    pub fn with_capacity(capacity: usize) -> Self {
+        KernelCache {
+            slots: RwLock::default(),
+            capacity: capacity.max(1),
+            lookups: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            compile_nanos: AtomicU64::new(0),
+        }
     }
 
     /// The process-wide cache used by the free functions ([`crate::run`] and friends).
@@ -58,20 +132,36 @@ impl KernelCache {
         GLOBAL.get_or_init(KernelCache::new)
     }
 
+    /// The most kernels this cache holds at once.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// The kernel for `key`, compiling it on first use. Concurrent first requests for one
-    /// key compile it exactly once; the others wait for that result.
+    /// key compile it exactly once; the others wait for that result. A key evicted earlier
+    /// compiles again.
     pub fn get(&self, key: &KernelKey) -> Result<Arc<Kernel>> {
+        let tick = self.lookups.fetch_add(1, Ordering::Relaxed);
         let slot = {
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-            slots.entry(*key).or_default().clone()
+            let slots = self.slots.read().unwrap_or_else(|e| e.into_inner());
+            match slots.get(key) {
+                Some(slot) => {
+                    slot.last_used.store(tick, Ordering::Relaxed);
+                    if let Some(result) = slot.kernel.get() {
+                        return result.clone();
+                    }
+                    slot.clone()
+                }
+                None => {
+                    drop(slots);
+                    self.insert(key, tick)
+                }
+            }
         };
-        if let Some(result) = slot.get() {
-            self.hits.fetch_add(1, Ordering::Relaxed);
-            return result.clone();
-        }
         let mut compiled_here = false;
-        let result = slot.get_or_init(|| {
+        let result = slot.kernel.get_or_init(|| {
             compiled_here = true;
+            self.misses.fetch_add(1, Ordering::Relaxed);
             let kernel = Kernel::compile(*key).map(Arc::new);
             if let Ok(k) = &kernel {
                 let nanos = u64::try_from(k.compile_time().as_nanos()).unwrap_or(u64::MAX);
@@ -79,22 +169,49 @@ impl KernelCache {
             }
             kernel
         });
-        let counter = if compiled_here {
-            &self.misses
-        } else {
-            &self.hits
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
         result.clone()
     }
 
-    /// Hit and miss counts and total compile time so far.
+    /// The slot for a key not found under the shared lock, making room if the cache is full.
+    fn insert(&self, key: &KernelKey, tick: u64) -> Arc<Slot> {
+        let mut slots = self.slots.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = slots.get(key) {
+            return slot.clone(); // another thread inserted it meanwhile
+        }
+        if slots.len() >= self.capacity {
+            // A slot still compiling has waiters that hold it; evicting it is safe too, but
+            // a compiled one is the better victim, so prefer those.
+            let victim = slots
+                .iter()
+                .min_by_key(|(_, s)| {
+                    (
+                        s.kernel.get().is_none(),
+                        s.last_used.load(Ordering::Relaxed),
+                    )
+                })
+                .map(|(k, _)| *k);
+            if let Some(victim) = victim {
+                slots.remove(&victim);
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let slot = Arc::new(Slot {
+            kernel: OnceLock::new(),
+            last_used: AtomicU64::new(tick),
+        });
+        slots.insert(*key, slot.clone());
+        slot
+    }
+
+    /// Hit, miss and eviction counts and total compile time so far.
     pub fn stats(&self) -> CacheStats {
+        let misses = self.misses.load(Ordering::Relaxed);
         CacheStats {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
+            hits: self.lookups.load(Ordering::Relaxed).saturating_sub(misses),
+            misses,
+            evictions: self.evictions.load(Ordering::Relaxed),
             compile_time: Duration::from_nanos(self.compile_nanos.load(Ordering::Relaxed)),
-            kernels: self.slots.lock().unwrap_or_else(|e| e.into_inner()).len(),
+            kernels: self.slots.read().unwrap_or_else(|e| e.into_inner()).len(),
         }
     }
 }
@@ -102,6 +219,7 @@ impl KernelCache {
 impl std::fmt::Debug for KernelCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KernelCache")
+            .field("capacity", &self.capacity)
             .field("stats", &self.stats())
             .finish()
     }
@@ -112,11 +230,14 @@ mod tests {
     use super::*;
     use scatterjit_ir::{DType, Reduction};
 
+    fn key(dtype: DType) -> KernelKey {
+        KernelKey::scatter_elements(dtype, DType::I64, 3, 1, Reduction::Max, false).unwrap()
+    }
+
     #[test]
     fn concurrent_first_requests_compile_once() {
         let cache = KernelCache::new();
-        let key = KernelKey::scatter_elements(DType::I32, DType::I64, 3, 1, Reduction::Max, false)
-            .unwrap();
+        let key = key(DType::I32);
         let kernels: Vec<Arc<Kernel>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..8)
                 .map(|_| s.spawn(|| cache.get(&key).unwrap()))
@@ -126,5 +247,21 @@ mod tests {
         assert!(kernels.iter().all(|k| Arc::ptr_eq(k, &kernels[0])));
         let stats = cache.stats();
         assert_eq!((stats.misses, stats.hits, stats.kernels), (1, 7, 1));
+    }
+
+    #[test]
+    fn full_cache_evicts_the_least_recently_used() {
+        let cache = KernelCache::with_capacity(2);
+        let (a, b, c) = (key(DType::I32), key(DType::F32), key(DType::U8));
+        let first_a = cache.get(&a).unwrap();
+        cache.get(&b).unwrap();
+        cache.get(&a).unwrap(); // b is now the least recently used
+        cache.get(&c).unwrap();
+        let stats = cache.stats();
+        assert_eq!((stats.kernels, stats.evictions, stats.misses), (2, 1, 3));
+        assert!(Arc::ptr_eq(&first_a, &cache.get(&a).unwrap()), "a stayed");
+        cache.get(&b).unwrap(); // compiles again, evicting c
+        assert_eq!(cache.stats().misses, 4);
+        assert_eq!(KernelCache::with_capacity(0).capacity(), 1);
     }
 }

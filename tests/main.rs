@@ -4,3 +4,4 @@ mod differential;
 mod errors;
 mod golden;
 mod seeds;
+mod stress;
