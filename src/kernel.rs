@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use scatterjit_ir::{
-    unravel, Coord, Error as IrError, KernelKey, LoopNest, Op, OpKind, Operand, PassKind, Plan,
-    Tensor, TensorRole, OPERAND_SLOTS,
+    unravel, Combine, Coord, Error as IrError, KernelKey, LoopNest, Op, OpKind, Operand, PassKind,
+    Plan, Tensor, TensorRole, OPERAND_SLOTS,
 };
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_OK};
@@ -18,7 +18,8 @@ use crate::codegen;
 use crate::error::{Error, Result};
 use crate::jit::{self, Code, Listing, PassFn};
 use crate::mean;
-use crate::tensor::{RawOperand, TensorView, TensorViewMut};
+use crate::partials;
+use crate::tensor::{self, RawOperand, TensorView, TensorViewMut};
 
 /// A compiled kernel: native code for every pass of one [`KernelKey`]. Its code stays
 /// mapped as long as any handle (`Arc<Kernel>`) to it lives.
@@ -127,15 +128,7 @@ fn split(
         .is_some_and(|dest| dest.indexed_dim().is_some());
     let splittable = |n: usize| !(indexed_dest && order[n] == key.axis()) && dims[n] >= 2;
     let level = (0..depth).find(|&n| splittable(n))?;
-    let steps: Vec<(usize, isize)> = layout
-        .accesses
-        .iter()
-        .map(|slots| {
-            let bytes = codegen::element_size(key, slots.operand) as isize;
-            let stride = params[slots.strides_at + level] as isize;
-            (slots.operand as usize, stride * bytes)
-        })
-        .collect();
+    let steps = steps(key, layout, params, level);
     // Innermost splits cut rows: keep chunks whole cache lines apart by giving each
     // thread one chunk of at least 128 bytes of every access.
     let per_thread = if level + 1 == depth { 1 } else { 4 };
@@ -159,6 +152,64 @@ fn split(
     })
 }
 
+/// Per access: `(operand slot, byte stride along loop level)`.
+fn steps(
+    key: &KernelKey,
+    layout: &ParamLayout,
+    params: &[i64],
+    level: usize,
+) -> Vec<(usize, isize)> {
+    layout
+        .accesses
+        .iter()
+        .map(|slots| {
+            let bytes = codegen::element_size(key, slots.operand) as isize;
+            let stride = params[slots.strides_at + level] as isize;
+            (slots.operand as usize, stride * bytes)
+        })
+        .collect()
+}
+
+/// How to cut a scatter's apply pass along its axis into chunks that reduce into partial
+/// outputs (see `crate::partials`); for when [`split`] found no other loop to split.
+///
+/// Each chunk but the first costs an output-sized fill and fold, so the output must be
+/// small beside the work: at most a quarter of a chunk's elements.
+fn partial_split(
+    key: &KernelKey,
+    nest: &LoopNest,
+    layout: &ParamLayout,
+    params: &[i64],
+    order: &[usize],
+    out: &RawOperand<'_>,
+) -> Option<Split> {
+    let Combine::Reduce(reduction) = nest.combine else {
+        return None;
+    };
+    if nest.pass != PassKind::Apply
+        || !partials::qualifies(reduction, key.dtype())
+        || !tensor::is_dense(out.shape, out.strides)
+    {
+        return None;
+    }
+    let threads = rayon::current_num_threads() as i64;
+    let grain = PARALLEL_GRAIN.load(Ordering::Relaxed);
+    let dims = &params[..layout.depth];
+    let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    let out_numel = out
+        .shape
+        .iter()
+        .try_fold(1i64, |acc, &d| acc.checked_mul(d as i64))?
+        .max(1);
+    let level = order.iter().position(|&d| d == key.axis())?;
+    let chunks = threads.min(dims[level] / grain).min(work / (4 * out_numel));
+    (chunks >= 2).then(|| Split {
+        level,
+        chunks: chunks as usize,
+        steps: steps(key, layout, params, level),
+    })
+}
+
 /// One bound call of a compiled pass: entry, operand addresses and parameter block.
 struct Call {
     entry: PassFn,
@@ -167,8 +218,8 @@ struct Call {
 }
 
 // SAFETY: the pointers are operand addresses valid for the whole call (see `Call::run`).
-// Chunks that run on other threads write disjoint elements (see `split`) and only read
-// `Call` itself.
+// Chunks that run on other threads write disjoint elements (see `split`) or each their own
+// partial output (`partial_split`), and only read `Call` itself.
 unsafe impl Sync for Call {}
 
 impl Call {
@@ -200,7 +251,9 @@ impl Call {
         // `s`. A chunk is a sub-range of one loop, its bases moved to the range's start,
         // so it reaches a subset of those positions. Writable operands come from
         // `TensorViewMut`s or scratch buffers owned by this call, which alias no input, and
-        // concurrent chunks write disjoint elements (`split`).
+        // concurrent chunks write disjoint elements (`split`) or their own partial output,
+        // an output-sized row-major buffer in place of a row-major output
+        // (`partial_split`).
         let status = unsafe { (self.entry)(pointers.as_ptr(), params.as_mut_ptr()) };
         if status == STATUS_OK {
             return Ok(());
@@ -485,10 +538,18 @@ impl Kernel {
             .with(Operand::Indices, indices.raw())
             .with(Operand::Updates, updates.raw())
             .with(Operand::Out, out.raw());
+        let mut partial_outputs = Vec::new();
         for pass in [PassKind::Init, PassKind::Apply] {
             if self.plan.pass(pass).is_some() {
-                self.run_pass(pass, &ops).map_err(|b| bad(pass, b))?;
+                self.run_pass_with(pass, &ops, Some(&mut partial_outputs))
+                    .map_err(|b| bad(pass, b))?;
             }
+        }
+        if !partial_outputs.is_empty() {
+            let out = out
+                .dense_bytes_mut()
+                .expect("partial outputs are made for dense outputs only");
+            partials::fold(key.reduction(), key.dtype(), out, &partial_outputs);
         }
         Ok(())
     }
@@ -525,6 +586,18 @@ impl Kernel {
     /// Fills the parameter block of `pass` from the operands' shapes and strides and calls it,
     /// split over the current rayon pool when the pass is large enough (see [`split`]).
     fn run_pass(&self, pass: PassKind, ops: &Operands<'_>) -> std::result::Result<(), Stop> {
+        self.run_pass_with(pass, ops, None)
+    }
+
+    /// [`Self::run_pass`], and when `partial_outputs` is given, an apply pass that can be
+    /// split only along the axis may reduce into partial outputs (see [`partial_split`]),
+    /// which it leaves there for the caller to fold into the output.
+    fn run_pass_with(
+        &self,
+        pass: PassKind,
+        ops: &Operands<'_>,
+        partial_outputs: Option<&mut Vec<Vec<u8>>>,
+    ) -> std::result::Result<(), Stop> {
         let Some(nest) = self.plan.pass(pass) else {
             return Ok(());
         };
@@ -542,9 +615,52 @@ impl Kernel {
             pointers,
             params,
         };
-        let plan = split(&self.plan.key, nest, &layout, &call.params, &order);
+        let key = &self.plan.key;
+        let plan = split(key, nest, &layout, &call.params, &order);
+        let partial = match (&plan, partial_outputs) {
+            (None, Some(partial_outputs)) => {
+                let out = ops.get(Operand::Out);
+                partial_split(key, nest, &layout, &call.params, &order, out)
+                    .map(|split| (split, partial_outputs))
+            }
+            _ => None,
+        };
         let status = match plan {
-            None => call.run(&layout, None),
+            None => match partial {
+                None => call.run(&layout, None),
+                Some((split, partial_outputs)) => {
+                    let Combine::Reduce(reduction) = nest.combine else {
+                        unreachable!("partial_split takes reductions only")
+                    };
+                    let out = ops.get(Operand::Out);
+                    let bytes = out.shape.iter().product::<usize>() * key.dtype().size();
+                    let mut buffers: Vec<Vec<u8>> = (1..split.chunks)
+                        .map(|_| partials::identity_buffer(reduction, key.dtype(), bytes))
+                        .collect();
+                    let calls: Vec<Call> = std::iter::once(None)
+                        .chain(buffers.iter_mut().map(Some))
+                        .map(|buffer| {
+                            let mut pointers = call.pointers;
+                            if let Some(buffer) = buffer {
+                                pointers[Operand::Out as usize] = buffer.as_mut_ptr();
+                            }
+                            Call {
+                                entry: call.entry,
+                                pointers,
+                                params: call.params.clone(),
+                            }
+                        })
+                        .collect();
+                    let status = (0..split.chunks)
+                        .into_par_iter()
+                        .map(|c| calls[c].run(&layout, Some((&split, c))))
+                        .find_first(|status| status.is_err())
+                        .unwrap_or(Ok(()));
+                    drop(calls);
+                    partial_outputs.extend(buffers);
+                    status
+                }
+            },
             Some(split) => {
                 let chunks = split.chunks;
                 let first_bad = (0..chunks)
@@ -722,7 +838,7 @@ fn read_index(indices: &TensorView<'_>, position: &[usize]) -> i128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scatterjit_ir::DType;
+    use scatterjit_ir::{DType, Reduction};
 
     fn loop_order(data_strides: &[isize], index_strides: &[isize]) -> Vec<usize> {
         let key = KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap();
@@ -739,6 +855,62 @@ mod tests {
             .with(Operand::Indices, iv.raw())
             .with(Operand::Out, ov.raw());
         bind(&key, nest, &ParamLayout::of(nest), &ops).1
+    }
+
+    #[test]
+    fn only_small_integer_outputs_of_axis_only_scatters_take_partials() {
+        let decide = |dtype: DType, data: &[usize], indices: &[usize]| -> Option<usize> {
+            let key = KernelKey::scatter_elements(
+                dtype,
+                DType::I64,
+                data.len(),
+                -1,
+                Reduction::Add,
+                true,
+            )
+            .unwrap();
+            let plan = Plan::new(key);
+            let nest = plan.pass(PassKind::Apply).unwrap();
+            let layout = ParamLayout::of(nest);
+            let numel = |s: &[usize]| s.iter().product::<usize>();
+            let mut out = vec![0u8; numel(data) * dtype.size()];
+            let idx = vec![0u8; numel(indices) * 8];
+            let upd = vec![0u8; numel(indices) * dtype.size()];
+            let strides = |s: &[usize]| -> Vec<isize> {
+                scatterjit_ir::row_major_strides(s)
+                    .iter()
+                    .map(|&x| x as isize)
+                    .collect()
+            };
+            let (ds, is) = (strides(data), strides(indices));
+            let mut ov = TensorViewMut::new(dtype, data, &ds, 0, &mut out).unwrap();
+            let iv = TensorView::new(DType::I64, indices, &is, 0, &idx).unwrap();
+            let uv = TensorView::new(dtype, indices, &is, 0, &upd).unwrap();
+            let ops = Operands::default()
+                .with(Operand::Indices, iv.raw())
+                .with(Operand::Updates, uv.raw())
+                .with(Operand::Out, ov.raw());
+            let (params, order) = bind(&key, nest, &layout, &ops);
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                assert!(split(&key, nest, &layout, &params, &order).is_none());
+                let out = RawOperand {
+                    ptr: std::ptr::null_mut(),
+                    shape: data,
+                    strides: &ds,
+                };
+                partial_split(&key, nest, &layout, &params, &order, &out).map(|s| s.chunks)
+            })
+        };
+        let grain = 1 << 15;
+        assert_eq!(decide(DType::I64, &[1, 1000], &[1, 4 * grain]), Some(2));
+        assert_eq!(decide(DType::Bool, &[1000], &[4 * grain]), Some(2));
+        // Float sums must stay in order; a big output costs more to fold than it saves.
+        assert_eq!(decide(DType::F32, &[1, 1000], &[1, 4 * grain]), None);
+        assert_eq!(decide(DType::I64, &[1, grain], &[1, 2 * grain]), None);
     }
 
     #[test]

@@ -22,14 +22,10 @@ impl Layout {
     /// The byte range of the elements when they are row-major and gap-free (dims of size
     /// 1 may have any stride); `None` otherwise.
     fn dense_range(&self) -> Option<std::ops::Range<usize>> {
-        let numel: usize = self.shape.iter().product();
-        let mut expected = 1isize;
-        for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
-            if d > 1 && s != expected {
-                return None;
-            }
-            expected = expected.checked_mul(d as isize)?;
+        if !is_dense(&self.shape, &self.strides) {
+            return None;
         }
+        let numel: usize = self.shape.iter().product();
         let size = self.dtype.size();
         // Validated at construction: every position lies inside the slice.
         let start = self.offset * size;
@@ -356,6 +352,22 @@ pub(crate) struct RawOperand<'a> {
     pub ptr: *mut u8,
     pub shape: &'a [usize],
     pub strides: &'a [isize],
+}
+
+/// Whether element `strides` lay `shape` out row-major without gaps (dims of size 1 may
+/// have any stride).
+pub(crate) fn is_dense(shape: &[usize], strides: &[isize]) -> bool {
+    let mut expected = 1isize;
+    for (&d, &s) in shape.iter().zip(strides).rev() {
+        if d > 1 && s != expected {
+            return false;
+        }
+        match expected.checked_mul(d as isize) {
+            Some(e) => expected = e,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Calls `f` with the element offset of every position of `shape`, in row-major order.
