@@ -16,13 +16,20 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
-use scatterjit_ir::{Combine, Coord, DTypeClass, KernelKey, LoopNest, Operand, Reduction, Source};
+use scatterjit_ir::{
+    Combine, Coord, DTypeClass, KernelKey, LoopNest, Operand, PassKind, Reduction, Source,
+};
 
 use super::combine::{self, data_flags, raw_type};
 use crate::abi::{self, ParamLayout, Variant, STATUS_BAD_INDEX, STATUS_OK};
 
 /// Rows of at least this many bytes are copied with `memcpy`; shorter ones inline.
 const MEMCPY_FROM: i64 = 128;
+
+/// Elements per iteration of the contiguous variant's element loop, for short bodies:
+/// amortizes the loop's counter, compare and branch, and lets independent elements'
+/// loads overlap.
+const UNROLL: i64 = 4;
 
 /// Bytes of one element of `operand` under `key`.
 pub(crate) fn element_size(key: &KernelKey, operand: Operand) -> usize {
@@ -292,11 +299,15 @@ impl Lowering<'_, '_> {
                 self.row(&bases);
                 self.b.ins().jump(exit, &[]);
                 self.b.switch_to_block(each);
-                self.elements(ptrs, counter);
+                // The fallback for rows that are not uniform: kept short to compile fast.
+                self.elements(ptrs, counter, 1);
                 self.b.ins().jump(exit, &[]);
                 self.b.switch_to_block(exit);
             }
-            _ => self.elements(ptrs, counter),
+            _ => {
+                let unroll = self.unroll();
+                self.elements(ptrs, counter, unroll);
+            }
         }
     }
 
@@ -350,8 +361,10 @@ impl Lowering<'_, '_> {
         let var = self.b.declare_var(types::I64);
         self.b.def_var(var, start);
         let (work, exit) = (self.b.create_block(), self.b.create_block());
-        let first = self.b.ins().iadd_imm_s(start, step);
-        let any = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, first, end);
+        // `i + step <= end` as `i <= end - step`: one compare per iteration, no add. Ends
+        // are dims or byte counts, far from i64's bounds.
+        let last = self.b.ins().iadd_imm_s(end, -step);
+        let any = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, start, last);
         self.b.ins().brif(any, work, &[], exit, &[]);
         self.b.switch_to_block(work);
         let i = self.b.use_var(var);
@@ -359,22 +372,68 @@ impl Lowering<'_, '_> {
         let i = self.b.use_var(var);
         let next = self.b.ins().iadd_imm_s(i, step);
         self.b.def_var(var, next);
-        let after = self.b.ins().iadd_imm_s(next, step);
-        let more = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, after, end);
+        let more = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, next, last);
         self.b.ins().brif(more, work, &[], exit, &[]);
         self.b.switch_to_block(exit);
         self.b.use_var(var)
     }
 
-    /// The row element by element: the full body (index read and checked) at each `i`.
-    fn elements(&mut self, ptrs: &[Value], counter: Variable) {
+    /// The row element by element: the full body (index read and checked) at each `i`,
+    /// `unroll` elements per iteration, then one at a time for the rest.
+    fn elements(&mut self, ptrs: &[Value], counter: Variable, unroll: i64) {
         let dim = self.inner_dim.expect("set on entering the innermost loop");
         let zero = self.b.ins().iconst(types::I64, 0);
-        self.for_range(zero, dim, 1, |s, i| {
+        let mut rest = zero;
+        if unroll > 1 {
+            // Only the check pass's counters name the bad index; other passes report
+            // somewhere in the row and the caller asks the check for the first one, so
+            // their counter is set once per iteration.
+            let exact = self.nest.pass == PassKind::Check;
+            rest = self.for_range(zero, dim, unroll, |s, i| {
+                s.b.def_var(counter, i);
+                let at = s.at_element(ptrs, i);
+                for u in 0..unroll {
+                    if exact && u > 0 {
+                        let iu = s.b.ins().iadd_imm_s(i, u);
+                        s.b.def_var(counter, iu);
+                    }
+                    // Constant offsets fold into the loads' and stores' addressing.
+                    let at_u: Vec<Value> = (0..at.len())
+                        .map(|a| match s.accesses[a].uses_inner {
+                            true if u > 0 => s.b.ins().iadd_imm_s(at[a], u << s.accesses[a].shift),
+                            _ => at[a],
+                        })
+                        .collect();
+                    s.body(&at_u);
+                }
+            });
+        }
+        self.for_range(rest, dim, 1, |s, i| {
             s.b.def_var(counter, i);
             let at = s.at_element(ptrs, i);
             s.body(&at);
         });
+    }
+
+    /// Elements per iteration of [`Self::elements`]: [`UNROLL`] when the body is a few
+    /// instructions (a move, or an integer, bool, f32 or f64 reduction), else 1, which keeps
+    /// long bodies (f16/bf16 arithmetic, complex, mean) from growing compile time.
+    fn unroll(&self) -> i64 {
+        let dtype = self.key.dtype();
+        let short = match self.nest.combine {
+            Combine::Assign => true,
+            Combine::Reduce(_) => match dtype.class() {
+                DTypeClass::Float => matches!(dtype.size(), 4 | 8),
+                DTypeClass::SignedInt | DTypeClass::UnsignedInt | DTypeClass::Bool => true,
+                DTypeClass::Complex | DTypeClass::String => false,
+            },
+            Combine::Accumulate(_) => false,
+        };
+        if short {
+            UNROLL
+        } else {
+            1
+        }
     }
 
     /// Whether every index of the row at `at` equals `first` (raw bits): 16 bytes at a
