@@ -24,24 +24,12 @@ use scatterjit::{ir::interp, Kernel, KernelCache, KernelKey, Tensor, TensorView,
 
 use scatterjit::bench::suite::{SMALL_SEED, WORKLOADS};
 
-/// Keys of the `compile` and `cache_hit` groups: scatter none/add/max/mean on f32, scatter add
-/// on i64, scatter none on f16, Gather and GatherElements on f32, all rank 2, each with the
-/// axis and index dtype of a suite workload that uses it.
-const KEYS: &[&str] = &[
-    "scatter_elements.f32.i64.r2.a1.none",
-    "scatter_elements.f32.i64.r2.a0.add",
-    "scatter_elements.f32.i64.r2.a0.max",
-    "scatter_elements.f32.i64.r2.a0.mean",
-    "scatter_elements.i64.i64.r2.a1.add",
-    "scatter_elements.f16.i32.r2.a1.none",
-    "gather.f32.i64.r2.q1.a0",
-    "gather_elements.f32.i64.r2.a1",
-];
-
+/// Keys of the `compile` and `cache_hit` groups: the suite's, each once.
 fn keys() -> Vec<KernelKey> {
-    KEYS.iter()
-        .map(|name| name.parse().expect("benchmark keys are canonical names"))
-        .collect()
+    let mut keys: Vec<KernelKey> = WORKLOADS.iter().map(|w| w.key()).collect();
+    keys.sort();
+    keys.dedup();
+    keys
 }
 
 fn compile(c: &mut Criterion) {

@@ -5,7 +5,7 @@
 //! SplitMix64, so the values differ but follow the same rules: index patterns as described
 //! by [`IndexPattern`], updates and data uniform in [-1, 1) for floats and in [0, 100) for
 //! integers, every tensor C-contiguous.
-use scatterjit_ir::{DType, KernelKey, Op, OpKind, Reduction, Tensor};
+use scatterjit_ir::{DType, KernelKey, Meta, Op, OpKind, Reduction, Tensor};
 
 /// How a workload's indices are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,6 +178,20 @@ impl Problem {
 }
 
 impl Workload {
+    /// The kernel that runs this workload (at any size).
+    pub fn key(&self) -> KernelKey {
+        let (data, indices) = (self.data, self.indices);
+        let updates = (self.op == OpKind::ScatterElements).then_some(indices);
+        self.op()
+            .validate(
+                Meta::new(self.dtype, data),
+                Meta::new(self.index_dtype, indices),
+                updates.map(|u| Meta::new(self.dtype, u)),
+            )
+            .expect("suite workloads are valid")
+            .key
+    }
+
     /// The suite's shapes of data and indices with every large dim divided by `div`.
     pub fn shapes(&self, div: usize) -> (Vec<usize>, Vec<usize>) {
         let scale = |shape: &[usize]| -> Vec<usize> {
