@@ -3,4 +3,6 @@ mod cli;
 mod differential;
 mod errors;
 mod golden;
+mod limits;
+mod matrix;
 mod seeds;
