@@ -2,6 +2,10 @@
 
 use std::fmt;
 
+use scatterjit_ir::OpKind;
+
+use crate::alloc::Buffer;
+
 /// Why a call failed: invalid input (the op IR's error), or a bug in code generation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
@@ -15,6 +19,26 @@ pub enum Error {
         message: String,
         /// The function as built.
         clif: String,
+    },
+    /// A call would allocate more than the cap [`crate::Limits`] sets; nothing was allocated.
+    LimitExceeded {
+        /// The op.
+        op: OpKind,
+        /// Which allocation.
+        buffer: Buffer,
+        /// Bytes it needs.
+        bytes: u128,
+        /// The cap in force.
+        limit: u64,
+    },
+    /// The system refused memory for the output or scratch of a call.
+    OutOfMemory {
+        /// The op.
+        op: OpKind,
+        /// Which allocation.
+        buffer: Buffer,
+        /// Bytes asked for.
+        bytes: u128,
     },
     /// `scatterjit bench` could not run or found a wrong result; the message says which.
     Bench(String),
@@ -43,6 +67,19 @@ impl fmt::Display for Error {
             Error::Codegen { key, message, .. } => write!(
                 f,
                 "internal error: cranelift rejected the code generated for {key}: {message}"
+            ),
+            Error::LimitExceeded {
+                op,
+                buffer,
+                bytes,
+                limit,
+            } => write!(
+                f,
+                "{op}: the {buffer} needs {bytes} bytes, over the limit of {limit} bytes"
+            ),
+            Error::OutOfMemory { op, buffer, bytes } => write!(
+                f,
+                "{op}: out of memory: cannot allocate {bytes} bytes for the {buffer}"
             ),
             Error::Bench(message) => write!(f, "bench: {message}"),
         }

@@ -8,16 +8,17 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use scatterjit_ir::{
-    unravel, Combine, Coord, Error as IrError, KernelKey, LoopNest, Op, OpKind, Operand, PassKind,
-    Plan, Tensor, TensorRole, OPERAND_SLOTS,
+    checked_nbytes, unravel, Combine, Coord, Error as IrError, KernelKey, LoopNest, Op, OpKind,
+    Operand, PassKind, Plan, Tensor, TensorRole, OPERAND_SLOTS,
 };
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_OK};
+use crate::alloc::{self, Buffer};
 use crate::check;
 use crate::codegen;
 use crate::error::{Error, Result};
 use crate::jit::{self, Code, Listing, PassFn};
-use crate::mean;
+use crate::mean::{self, MeanScratch};
 use crate::partials;
 use crate::tensor::{self, RawOperand, TensorView, TensorViewMut};
 
@@ -374,6 +375,35 @@ impl Kernel {
         Ok(v.out_shape)
     }
 
+    /// Refuses an output that shares memory with an input. Safe code cannot build one (a
+    /// `&mut [u8]` never aliases a `&[u8]`), but views made from raw buffers could, and the
+    /// passes read inputs after writing the output.
+    fn check_disjoint(
+        &self,
+        out: &TensorViewMut<'_>,
+        inputs: [(TensorRole, Option<&TensorView<'_>>); 3],
+    ) -> Result<()> {
+        for (tensor, input) in inputs {
+            if input.is_some_and(|input| tensor::overlaps(out.span(), input.span())) {
+                return Err(Error::Invalid(IrError::Overlap {
+                    op: self.plan.key.kind(),
+                    tensor,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// `mean`'s scratch for an output shaped like `out` (`None` for other reductions),
+    /// allocated before the first write.
+    fn mean_scratch(&self, out: &TensorViewMut<'_>) -> Result<Option<MeanScratch>> {
+        if self.plan.mean.is_none() {
+            return Ok(None);
+        }
+        let key = &self.plan.key;
+        MeanScratch::alloc(key.kind(), key.dtype(), out.shape()).map(Some)
+    }
+
     /// Runs the op out of place: a new output tensor. The inputs may be any strided views.
     pub fn run(
         &self,
@@ -382,7 +412,15 @@ impl Kernel {
         updates: Option<&TensorView<'_>>,
     ) -> Result<Tensor> {
         let out_shape = self.validate(data, indices, updates)?;
-        let mut out = Tensor::zeros(self.plan.key.dtype(), out_shape)?;
+        let (op, dtype) = (self.plan.key.kind(), self.plan.key.dtype());
+        let len = checked_nbytes(dtype, &out_shape)?;
+        // Both caps before either allocation.
+        alloc::check(op, Buffer::Output, len as u128)?;
+        if self.plan.mean.is_some() {
+            MeanScratch::check(op, dtype, &out_shape)?;
+        }
+        let bytes = alloc::zeroed(op, Buffer::Output, len)?;
+        let mut out = Tensor::from_bytes(dtype, out_shape, bytes)?;
         let mut view = TensorViewMut::from(&mut out);
         // The output is ours: a bad index may stop a pass midway, and the tensor is dropped.
         self.execute(&mut view, data, indices, updates, false)?;
@@ -412,6 +450,12 @@ impl Kernel {
                 ),
             }));
         }
+        let inputs = [
+            (TensorRole::Data, Some(data)),
+            (TensorRole::Indices, Some(indices)),
+            (TensorRole::Updates, updates),
+        ];
+        self.check_disjoint(out, inputs)?;
         self.execute(out, data, indices, updates, true)
     }
 
@@ -430,8 +474,15 @@ impl Kernel {
             }));
         }
         self.validate(&data.as_view(), indices, Some(updates))?;
+        let inputs = [
+            (TensorRole::Indices, Some(indices)),
+            (TensorRole::Updates, Some(updates)),
+            (TensorRole::Data, None),
+        ];
+        self.check_disjoint(data, inputs)?;
         self.check_indices(data.shape(), indices)?;
-        self.update(data, indices, updates)
+        let scratch = self.mean_scratch(data)?;
+        self.update(data, indices, updates, scratch)
     }
 
     /// Copy (scatter), check if asked, then the passes that write.
@@ -451,8 +502,9 @@ impl Kernel {
         }
         match updates {
             Some(updates) => {
+                let scratch = self.mean_scratch(out)?;
                 self.copy(out, data)?;
-                self.update(out, indices, updates)
+                self.update(out, indices, updates, scratch)
             }
             None => {
                 let ops = Operands::default()
@@ -490,18 +542,20 @@ impl Kernel {
             })
     }
 
-    /// The scatter passes after the copy: init (if any) and apply, with `mean`'s host steps.
+    /// The scatter passes after the copy: init (if any) and apply, with `mean`'s host steps
+    /// in `scratch` (from [`Kernel::mean_scratch`]).
     fn update(
         &self,
         out: &mut TensorViewMut<'_>,
         indices: &TensorView<'_>,
         updates: &TensorView<'_>,
+        scratch: Option<MeanScratch>,
     ) -> Result<()> {
         let key = self.plan.key;
         let data_shape = out.shape().to_vec();
         let bad = |pass, stop: Stop| self.bad_index(pass, stop, &data_shape, indices);
-        if self.plan.mean.is_some() {
-            let mut scratch = mean::prepare(out, key.use_init_val());
+        if let Some(mut scratch) = scratch {
+            scratch.init(out, key.use_init_val());
             let acc_ptr = scratch.acc.as_mut_ptr();
             let count_ptr = scratch.count.as_mut_ptr() as *mut u8;
             let strides: Vec<isize> = scatterjit_ir::row_major_strides(&data_shape)

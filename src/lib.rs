@@ -17,6 +17,7 @@
 //! # Ok::<(), scatterjit::Error>(())
 //! ```
 mod abi;
+mod alloc;
 mod api;
 pub mod bench;
 mod cache;
@@ -30,6 +31,7 @@ pub mod npy;
 mod partials;
 mod tensor;
 
+pub use alloc::{limits, set_limits, with_limits, Buffer, Limits};
 pub use api::{explain, gather, gather_elements, run, scatter_, scatter_elements};
 pub use cache::{CacheStats, KernelCache};
 pub use error::{Error, Result};

@@ -3,8 +3,10 @@
 //! dispatched on the dtype once per call.
 
 use half::{bf16, f16};
-use scatterjit_ir::{DType, Element, Reduction};
+use scatterjit_ir::{DType, Element, OpKind, Reduction};
 
+use crate::alloc::{self, Buffer};
+use crate::error::{Error, Result};
 use crate::tensor::TensorViewMut;
 
 /// Per-element sums and counts, contiguous in the output's row-major order, laid out as the
@@ -149,24 +151,57 @@ macro_rules! with_mean_type {
     };
 }
 
-/// Sums start from the output's current values (`use_init_val`) or zero; counts from 0.
-pub(crate) fn prepare(out: &mut TensorViewMut<'_>, use_init_val: bool) -> MeanScratch {
-    let dtype = out.dtype();
-    let acc = Reduction::mean_accumulator(dtype).expect("keys admit mean only with an accumulator");
-    let n: usize = out.shape().iter().product();
-    let mut sums = vec![0u8; n * acc.size()];
-    with_mean_type!(dtype, T => {
-        let width = <<T as MeanElement>::Acc as Accumulator>::WIDTH;
-        debug_assert_eq!(width, acc.size());
-        let mut chunks = sums.chunks_exact_mut(width);
-        out.for_each_element(|bytes| {
-            let start = if use_init_val { T::read_le(bytes).widen() } else { <T as MeanElement>::START };
-            start.write(chunks.next().expect("one sum per element"));
+impl MeanScratch {
+    /// Checks the scratch an output of `dtype` and `shape` needs against the cap
+    /// ([`crate::Limits`]) without allocating it.
+    pub(crate) fn check(op: OpKind, dtype: DType, shape: &[usize]) -> Result<()> {
+        alloc::check(op, Buffer::Scratch, Self::bytes(dtype, shape))
+    }
+
+    /// Bytes of one sum: the accumulator's size.
+    fn sum_size(dtype: DType) -> usize {
+        let acc = Reduction::mean_accumulator(dtype);
+        acc.expect("keys admit mean only with an accumulator")
+            .size()
+    }
+
+    /// Sums and counts: a sum and an i64 count per element.
+    fn bytes(dtype: DType, shape: &[usize]) -> u128 {
+        let per_element = Self::sum_size(dtype) + std::mem::size_of::<i64>();
+        shape.iter().map(|&d| d as u128).product::<u128>() * per_element as u128
+    }
+
+    /// Zeroed sums and counts for an output of `dtype` and `shape`, within the scratch cap;
+    /// allocated before the call writes anything, so running out of memory leaves the
+    /// caller's tensors as they were.
+    pub(crate) fn alloc(op: OpKind, dtype: DType, shape: &[usize]) -> Result<MeanScratch> {
+        Self::check(op, dtype, shape)?;
+        // Validated: the output's element count fits usize.
+        let n: usize = shape.iter().product();
+        let len = n
+            .checked_mul(Self::sum_size(dtype))
+            .ok_or(Error::OutOfMemory {
+                op,
+                buffer: Buffer::Scratch,
+                bytes: Self::bytes(dtype, shape),
+            })?;
+        Ok(MeanScratch {
+            acc: alloc::zeroed(op, Buffer::Scratch, len)?,
+            count: alloc::zeroed(op, Buffer::Scratch, n)?,
+        })
+    }
+
+    /// Sums start from the output's current values (`use_init_val`) or zero; counts from 0.
+    pub(crate) fn init(&mut self, out: &mut TensorViewMut<'_>, use_init_val: bool) {
+        with_mean_type!(out.dtype(), T => {
+            let width = <<T as MeanElement>::Acc as Accumulator>::WIDTH;
+            debug_assert_eq!(self.acc.len(), self.count.len() * width);
+            let mut chunks = self.acc.chunks_exact_mut(width);
+            out.for_each_element(|bytes| {
+                let start = if use_init_val { T::read_le(bytes).widen() } else { <T as MeanElement>::START };
+                start.write(chunks.next().expect("one sum per element"));
+            });
         });
-    });
-    MeanScratch {
-        acc: sums,
-        count: vec![0; n],
     }
 }
 

@@ -4,6 +4,8 @@
 //! the element offset of position 0. Constructors prove that every addressed element lies
 //! inside the slice, so a kernel given a view never touches memory outside it.
 
+use std::ops::Range;
+
 use scatterjit_ir::{
     checked_numel, row_major_strides, DType, Error, Meta, Result, Tensor, TensorRole,
 };
@@ -142,6 +144,53 @@ pub struct TensorView<'a> {
 }
 
 /// A writable strided view; its elements never overlap, so each write lands once.
+///
+/// An output never aliases an input of the same call: it borrows its bytes mutably, so the
+/// borrow checker refuses any other view of them while it lives. With separate buffers:
+///
+/// ```
+/// use scatterjit::{DType, KernelCache, KernelKey, TensorView, TensorViewMut};
+/// let cache = KernelCache::new();
+/// let key = KernelKey::gather_elements(DType::U8, DType::U8, 1, 0)?;
+/// let (data, indices, mut out) = ([7u8, 8, 9], [2u8, 0], [0u8; 2]);
+/// let dv = TensorView::new(DType::U8, &[3], &[1], 0, &data)?;
+/// let iv = TensorView::new(DType::U8, &[2], &[1], 0, &indices)?;
+/// let mut ov = TensorViewMut::new(DType::U8, &[2], &[1], 0, &mut out)?;
+/// cache.get(&key)?.run_into(&mut ov, &dv, &iv, None)?;
+/// assert_eq!(out, [9, 7]);
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
+///
+/// The same call with the output over data's bytes does not compile:
+///
+/// ```compile_fail
+/// use scatterjit::{DType, KernelCache, KernelKey, TensorView, TensorViewMut};
+/// let cache = KernelCache::new();
+/// let key = KernelKey::gather_elements(DType::U8, DType::U8, 1, 0)?;
+/// let (mut data, indices) = ([7u8, 8, 9], [2u8, 0]);
+/// let dv = TensorView::new(DType::U8, &[3], &[1], 0, &data)?;
+/// let iv = TensorView::new(DType::U8, &[2], &[1], 0, &indices)?;
+/// let mut ov = TensorViewMut::new(DType::U8, &[2], &[1], 0, &mut data)?;
+/// cache.get(&key)?.run_into(&mut ov, &dv, &iv, None)?;
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
+///
+/// Nor does an in-place scatter whose updates view the data being updated:
+///
+/// ```compile_fail
+/// use scatterjit::{DType, KernelCache, KernelKey, Reduction, TensorView, TensorViewMut};
+/// let cache = KernelCache::new();
+/// let key = KernelKey::scatter_elements(DType::U8, DType::U8, 1, 0, Reduction::Add, true)?;
+/// let (mut data, indices) = ([7u8, 8, 9], [2u8, 0, 1]);
+/// let iv = TensorView::new(DType::U8, &[3], &[1], 0, &indices)?;
+/// let mut dv = TensorViewMut::new(DType::U8, &[3], &[1], 0, &mut data)?;
+/// let updates = dv.as_view();
+/// cache.get(&key)?.scatter_in_place(&mut dv, &iv, &updates)?;
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
+///
+/// Views built from raw buffers that overlap anyway are refused at run time
+/// (`ir::Error::Overlap`).
 #[derive(Debug)]
 pub struct TensorViewMut<'a> {
     layout: Layout,
@@ -231,6 +280,11 @@ impl<'a> TensorView<'a> {
     pub(crate) fn dense_bytes(&self) -> Option<&[u8]> {
         let range = self.layout.dense_range()?;
         Some(&self.bytes[range])
+    }
+
+    /// The addresses of the viewed buffer.
+    pub(crate) fn span(&self) -> Range<*const u8> {
+        self.bytes.as_ptr_range()
     }
 
     /// Address of position 0 (for kernels, which only reach validated positions).
@@ -323,6 +377,11 @@ impl<'a> TensorViewMut<'a> {
         });
     }
 
+    /// The addresses of the viewed buffer.
+    pub(crate) fn span(&self) -> Range<*const u8> {
+        self.bytes.as_ptr_range()
+    }
+
     /// Address of position 0 (for kernels, which only reach validated positions).
     pub(crate) fn raw(&mut self) -> RawOperand<'_> {
         RawOperand {
@@ -368,6 +427,11 @@ pub(crate) fn is_dense(shape: &[usize], strides: &[isize]) -> bool {
         }
     }
     true
+}
+
+/// True if two address ranges share a byte (empty ranges share none).
+pub(crate) fn overlaps(a: Range<*const u8>, b: Range<*const u8>) -> bool {
+    !a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end
 }
 
 /// Calls `f` with the element offset of every position of `shape`, in row-major order.
@@ -419,6 +483,19 @@ mod tests {
         assert!(TensorViewMut::new(DType::F32, &[3, 2], &[1, 3], 0, &mut bytes).is_ok());
         assert!(TensorViewMut::new(DType::F32, &[2, 3], &[0, 1], 0, &mut bytes).is_err());
         assert!(TensorViewMut::new(DType::F32, &[1, 3], &[0, 1], 0, &mut bytes).is_ok());
+    }
+
+    #[test]
+    fn overlapping_spans() {
+        let bytes = [0u8; 16];
+        let span = |r: Range<usize>| bytes[r].as_ptr_range();
+        assert!(overlaps(span(0..8), span(4..12)));
+        assert!(overlaps(span(4..12), span(0..8)));
+        assert!(overlaps(span(0..16), span(7..8)));
+        assert!(!overlaps(span(0..8), span(8..16)));
+        assert!(!overlaps(span(8..16), span(0..8)));
+        assert!(!overlaps(span(4..4), span(0..8)));
+        assert!(!overlaps(span(0..8), span(4..4)));
     }
 
     #[test]

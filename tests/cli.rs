@@ -13,10 +13,10 @@ use scatterjit::{npy, DType, Tensor};
 
 /// A fresh directory per test under cargo's temporary directory for integration tests,
 /// removed when the test ends.
-struct Dir(PathBuf);
+pub(crate) struct Dir(PathBuf);
 
 impl Dir {
-    fn new(test: &str) -> Dir {
+    pub(crate) fn new(test: &str) -> Dir {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join("cli")
             .join(format!("{test}-{}", std::process::id()));
@@ -25,12 +25,12 @@ impl Dir {
         Dir(dir)
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
 
     /// Writes `tensor` as `name` with its dtype's standard descr.
-    fn npy(&self, name: &str, tensor: &Tensor) -> PathBuf {
+    pub(crate) fn npy(&self, name: &str, tensor: &Tensor) -> PathBuf {
         self.npy_as(name, tensor, tensor.dtype().npy_descr())
     }
 
@@ -40,14 +40,14 @@ impl Dir {
         path
     }
 
-    fn raw(&self, name: &str, bytes: &[u8]) -> PathBuf {
+    pub(crate) fn raw(&self, name: &str, bytes: &[u8]) -> PathBuf {
         let path = self.path(name);
         fs::write(&path, bytes).expect("write a test input");
         path
     }
 
     /// Names of the files in the directory, sorted.
-    fn entries(&self) -> Vec<String> {
+    pub(crate) fn entries(&self) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(&self.0)
             .expect("list the test directory")
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -77,7 +77,7 @@ macro_rules! args {
     };
 }
 
-fn run_binary(args: &[&OsStr]) -> Output {
+pub(crate) fn run_binary(args: &[&OsStr]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_scatterjit"))
         .args(args)
         .env_remove("RUST_BACKTRACE")
@@ -90,7 +90,7 @@ fn stderr(out: &Output) -> String {
 }
 
 /// Asserts a silent success.
-fn assert_success(out: &Output) {
+pub(crate) fn assert_success(out: &Output) {
     assert!(
         out.status.success(),
         "exit {:?}, stderr: {}",
@@ -107,7 +107,7 @@ fn assert_success(out: &Output) {
 
 /// Asserts a failure with exactly one `error: ` line on stderr, nothing on stdout, and
 /// returns that line.
-fn assert_one_error(out: &Output) -> String {
+pub(crate) fn assert_one_error(out: &Output) -> String {
     let err = stderr(out);
     assert!(!out.status.success(), "unexpected success, stderr: {err}");
     assert_ne!(out.status.code(), Some(101), "the tool panicked: {err}");
@@ -129,7 +129,7 @@ fn assert_contains(line: &str, parts: &[&str]) {
     }
 }
 
-fn read(path: &Path) -> npy::NpyArray {
+pub(crate) fn read(path: &Path) -> npy::NpyArray {
     npy::read(path).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -478,7 +478,7 @@ fn output_replaces_an_existing_file() {
 
 /// Runs a command that must fail; checks the output file (absent before) stays absent, and
 /// a pre-existing output file stays byte-identical. Returns the error line.
-fn fails_without_output(dir: &Dir, args: &[&OsStr]) -> String {
+pub(crate) fn fails_without_output(dir: &Dir, args: &[&OsStr]) -> String {
     let out = dir.path("out.npy");
     let _ = fs::remove_file(&out);
     let mut argv = args.to_vec();

@@ -22,17 +22,17 @@ use scatterjit::{Error, Kernel, KernelCache, TensorView, TensorViewMut};
 
 /// The failures of one case, each prefixed with the call path that failed.
 #[derive(Default)]
-struct Checker {
+pub(crate) struct Checker {
     failures: Vec<String>,
 }
 
 impl Checker {
-    fn fail(&mut self, path: &str, message: String) {
+    pub(crate) fn fail(&mut self, path: &str, message: String) {
         self.failures.push(format!("{path}: {message}"));
     }
 
     /// `got` must be exactly `Err(expected)`.
-    fn err<T: Debug, E: Debug + Display + PartialEq>(
+    pub(crate) fn err<T: Debug, E: Debug + Display + PartialEq>(
         &mut self,
         path: &str,
         got: Result<T, E>,
@@ -75,7 +75,7 @@ impl Checker {
     }
 
     /// A buffer must be byte-identical to what it held before a failed call.
-    fn unchanged(&mut self, path: &str, before: &[u8], after: &[u8]) {
+    pub(crate) fn unchanged(&mut self, path: &str, before: &[u8], after: &[u8]) {
         if before != after {
             let first = before.iter().zip(after).position(|(a, b)| a != b);
             self.fail(
@@ -87,13 +87,13 @@ impl Checker {
 }
 
 /// One row of a table.
-trait Case {
+pub(crate) trait Case {
     fn name(&self) -> String;
     fn check(&self, c: &mut Checker);
 }
 
 /// Runs every case (catching panics) and fails with the full list of failures.
-fn run_table<C: Case>(table: &str, cases: &[C]) {
+pub(crate) fn run_table<C: Case>(table: &str, cases: &[C]) {
     assert!(!cases.is_empty(), "{table}: empty table");
     let mut failures = Vec::new();
     for case in cases {
@@ -165,7 +165,7 @@ fn cache() -> &'static KernelCache {
     CACHE.get_or_init(KernelCache::new)
 }
 
-fn get_kernel(c: &mut Checker, key: &KernelKey) -> Option<std::sync::Arc<Kernel>> {
+pub(crate) fn get_kernel(c: &mut Checker, key: &KernelKey) -> Option<std::sync::Arc<Kernel>> {
     match cache().get(key) {
         Ok(k) => Some(k),
         Err(e) => {
@@ -189,13 +189,13 @@ fn pattern(dtype: DType, n: usize, seed: u8) -> Vec<u8> {
 }
 
 /// A tensor of pattern bytes: data and updates.
-fn filled(dtype: DType, shape: &[usize], seed: u8) -> Tensor {
+pub(crate) fn filled(dtype: DType, shape: &[usize], seed: u8) -> Tensor {
     let n = checked_nbytes(dtype, shape).expect("test shapes fit");
     Tensor::from_bytes(dtype, shape.to_vec(), pattern(dtype, n, seed)).unwrap()
 }
 
 /// A pre-filled output buffer, different from any data tensor of the tests.
-fn sentinel(dtype: DType, shape: &[usize]) -> Tensor {
+pub(crate) fn sentinel(dtype: DType, shape: &[usize]) -> Tensor {
     let n = checked_nbytes(dtype, shape).expect("test shapes fit");
     let bytes = (0..n)
         .map(|i| {
@@ -213,7 +213,7 @@ fn f32s(shape: &[usize]) -> Tensor {
     filled(DType::F32, shape, 1)
 }
 
-fn ix<T: Element>(shape: &[usize], values: &[T]) -> Tensor {
+pub(crate) fn ix<T: Element>(shape: &[usize], values: &[T]) -> Tensor {
     Tensor::from_slice(shape, values).unwrap()
 }
 
@@ -243,7 +243,7 @@ fn positions(shape: &[usize]) -> Vec<Vec<usize>> {
 
 /// How a strided copy lays its elements out.
 #[derive(Clone, Copy, Debug)]
-enum Layout {
+pub(crate) enum Layout {
     /// Row-major, each dim padded by one element, dim 0 walked backwards.
     PaddedReversed,
     /// Column-major (the first dim has stride 1), each dim padded by one element.
@@ -251,16 +251,16 @@ enum Layout {
 }
 
 /// A tensor copied into a larger buffer with gaps; the gaps hold sentinel bytes.
-struct Strided {
+pub(crate) struct Strided {
     dtype: DType,
     shape: Vec<usize>,
     strides: Vec<isize>,
     offset: usize,
-    bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl Strided {
-    fn of(t: &Tensor, layout: Layout) -> Strided {
+    pub(crate) fn of(t: &Tensor, layout: Layout) -> Strided {
         let shape = t.shape().to_vec();
         let r = shape.len();
         let mut strides = vec![0isize; r];
@@ -301,7 +301,7 @@ impl Strided {
         }
     }
 
-    fn view(&self) -> TensorView<'_> {
+    pub(crate) fn view(&self) -> TensorView<'_> {
         TensorView::new(
             self.dtype,
             &self.shape,
@@ -312,7 +312,7 @@ impl Strided {
         .unwrap()
     }
 
-    fn view_mut(&mut self) -> TensorViewMut<'_> {
+    pub(crate) fn view_mut(&mut self) -> TensorViewMut<'_> {
         TensorViewMut::new(
             self.dtype,
             &self.shape,
@@ -325,7 +325,7 @@ impl Strided {
 }
 
 /// The key `op` needs for these dtypes and ranks, built without `Op::validate`.
-fn key_for(
+pub(crate) fn key_for(
     op: &Op,
     dtype: DType,
     index_dtype: DType,
@@ -345,7 +345,7 @@ fn key_for(
 
 /// The op's own free function (`scatter_elements`, `gather_elements`, `gather`), where the
 /// arity of the inputs fits it.
-fn named(
+pub(crate) fn named(
     op: &Op,
     data: &Tensor,
     indices: &Tensor,
@@ -1678,7 +1678,10 @@ fn dtype_cases() -> Vec<Invalid> {
 
 fn overflow_cases() -> Vec<Invalid> {
     use DType::{F32, F64, I64, U8};
-    let overflow = |shape: &[usize]| IrError::ShapeOverflow {
+    // Validation names the op and the tensor whose byte count overflows.
+    let overflow = |op, tensor, shape: &[usize]| IrError::SizeOverflow {
+        op,
+        tensor,
         shape: shape.to_vec(),
     };
     let (max, e61, e62, e63) = (usize::MAX, 1usize << 61, 1usize << 62, 1usize << 63);
@@ -1692,7 +1695,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (F32, &[max, 0]),
             (I64, &[2]),
             None,
-            overflow(&[max, 2]),
+            overflow(OpKind::Gather, TensorRole::Output, &[max, 2]),
         ),
         invalid(
             "gather: output [2, usize::MAX] of data [0, usize::MAX]",
@@ -1700,7 +1703,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (F32, &[0, max]),
             (I64, &[2]),
             None,
-            overflow(&[2, max]),
+            overflow(OpKind::Gather, TensorRole::Output, &[2, max]),
         ),
         invalid(
             "gather: f64 output [2^61, 1], bytes overflow",
@@ -1708,7 +1711,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (F64, &[e61, 0]),
             (I64, &[1]),
             None,
-            overflow(&[e61, 1]),
+            overflow(OpKind::Gather, TensorRole::Output, &[e61, 1]),
         ),
         invalid(
             "gather: u8 output [2^63, 1], bytes past isize::MAX",
@@ -1716,7 +1719,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (U8, &[e63, 0]),
             (I64, &[1]),
             None,
-            overflow(&[e63, 1]),
+            overflow(OpKind::Gather, TensorRole::Output, &[e63, 1]),
         ),
         // Huge inputs: validation and keys only (the tensors cannot be built).
         invalid(
@@ -1725,7 +1728,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (F32, &[max, 2]),
             (I64, &[1, 1]),
             Some((F32, &[1, 1])),
-            overflow(&[max, 2]),
+            overflow(OpKind::ScatterElements, TensorRole::Data, &[max, 2]),
         ),
         invalid(
             "scatter: f32 data [2^62, 1], bytes overflow",
@@ -1733,7 +1736,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (F32, &[e62, 1]),
             (I64, &[1, 1]),
             Some((F32, &[1, 1])),
-            overflow(&[e62, 1]),
+            overflow(OpKind::ScatterElements, TensorRole::Data, &[e62, 1]),
         ),
         invalid(
             "scatter: u8 data [2^63], bytes past isize::MAX",
@@ -1741,7 +1744,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (U8, &[e63]),
             (I64, &[1]),
             Some((U8, &[1])),
-            overflow(&[e63]),
+            overflow(OpKind::ScatterElements, TensorRole::Data, &[e63]),
         ),
         invalid(
             "scatter: updates [usize::MAX, 2]",
@@ -1749,7 +1752,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (F32, &[2, 3]),
             (I64, &[1, 1]),
             Some((F32, &[max, 2])),
-            overflow(&[max, 2]),
+            overflow(OpKind::ScatterElements, TensorRole::Updates, &[max, 2]),
         ),
         invalid(
             "gather_elements: indices [2^61, 2], bytes overflow",
@@ -1757,7 +1760,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (F32, &[2, 3]),
             (I64, &[e61, 2]),
             None,
-            overflow(&[e61, 2]),
+            overflow(OpKind::GatherElements, TensorRole::Indices, &[e61, 2]),
         ),
         invalid(
             "gather: data [usize::MAX, 3]",
@@ -1765,7 +1768,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (F32, &[max, 3]),
             (I64, &[1]),
             None,
-            overflow(&[max, 3]),
+            overflow(OpKind::Gather, TensorRole::Data, &[max, 3]),
         ),
         invalid(
             "gather: indices [2^61], bytes overflow",
@@ -1773,7 +1776,7 @@ fn overflow_cases() -> Vec<Invalid> {
             (F32, &[3]),
             (I64, &[e61]),
             None,
-            overflow(&[e61]),
+            overflow(OpKind::Gather, TensorRole::Indices, &[e61]),
         ),
     ]
 }
@@ -1817,8 +1820,10 @@ fn broadcast<'a>(dtype: DType, shape: &[usize], element: &'a [u8]) -> TensorView
 }
 
 fn broadcast_overflow_cases() -> Vec<Custom> {
-    let overflow = |shape: &[usize]| {
-        Error::Invalid(IrError::ShapeOverflow {
+    let overflow = |op, tensor, shape: &[usize]| {
+        Error::Invalid(IrError::SizeOverflow {
+            op,
+            tensor,
             shape: shape.to_vec(),
         })
     };
@@ -1835,7 +1840,7 @@ fn broadcast_overflow_cases() -> Vec<Custom> {
             let data = broadcast(DType::F64, &[e61, 1], &element);
             let indices = ix(&[1, 1], &[0i64]);
             let updates = filled(DType::F64, &[1, 1], 7);
-            let expected = overflow(&[e61, 1]);
+            let expected = overflow(OpKind::ScatterElements, TensorRole::Data, &[e61, 1]);
             let got = kernel.run(&data, &(&indices).into(), Some(&(&updates).into()));
             c.err("Kernel::run", got, &expected);
             let mut out = sentinel(DType::F64, &[1, 1]);
@@ -1853,7 +1858,7 @@ fn broadcast_overflow_cases() -> Vec<Custom> {
             let element = 1.5f32.to_le_bytes();
             let updates = broadcast(DType::F32, &[e62, 1], &element);
             let indices = ix(&[1, 1], &[0i64]);
-            let expected = overflow(&[e62, 1]);
+            let expected = overflow(OpKind::ScatterElements, TensorRole::Updates, &[e62, 1]);
             let data = f32s(&[2, 3]);
             let mut target = data.clone();
             let got = scatterjit::scatter_(
@@ -1892,7 +1897,11 @@ fn broadcast_overflow_cases() -> Vec<Custom> {
             let indices = broadcast(DType::I64, &[e61, 1], &element);
             let data = f32s(&[2, 3]);
             let got = kernel.run(&(&data).into(), &indices, None);
-            c.err("Kernel::run", got, &overflow(&[e61, 1]));
+            c.err(
+                "Kernel::run",
+                got,
+                &overflow(OpKind::GatherElements, TensorRole::Indices, &[e61, 1]),
+            );
         }),
         custom("gather: i64 indices view [2^61]", move |c| {
             let key = KernelKey::gather(DType::F32, DType::I64, 1, 1, 0).unwrap();
@@ -1903,7 +1912,11 @@ fn broadcast_overflow_cases() -> Vec<Custom> {
             let indices = broadcast(DType::I64, &[e61], &element);
             let data = f32s(&[3]);
             let got = kernel.run(&(&data).into(), &indices, None);
-            c.err("Kernel::run", got, &overflow(&[e61]));
+            c.err(
+                "Kernel::run",
+                got,
+                &overflow(OpKind::Gather, TensorRole::Indices, &[e61]),
+            );
         }),
         custom(
             "gather: output [usize::MAX, 2] of a data view [usize::MAX, 0]",
@@ -1914,7 +1927,7 @@ fn broadcast_overflow_cases() -> Vec<Custom> {
                 };
                 let data = broadcast(DType::F32, &[usize::MAX, 0], &[]);
                 let indices = ix(&[2], &[0i64, 0]);
-                let expected = overflow(&[usize::MAX, 2]);
+                let expected = overflow(OpKind::Gather, TensorRole::Output, &[usize::MAX, 2]);
                 let got = kernel.run(&data, &(&indices).into(), None);
                 c.err("Kernel::run", got, &expected);
                 let mut out = sentinel(DType::F32, &[2, 2]);

@@ -3,5 +3,7 @@ mod cli;
 mod differential;
 mod errors;
 mod golden;
+mod limits;
+mod matrix;
 mod seeds;
 mod stress;

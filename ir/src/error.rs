@@ -111,10 +111,25 @@ pub enum Error {
         /// `data.shape[axis]`.
         size: usize,
     },
-    /// A shape whose element or byte count overflows `usize`, or exceeds a set limit.
+    /// A shape whose element or byte count overflows `usize` or exceeds `isize::MAX` bytes.
     ShapeOverflow {
         /// The shape.
         shape: Vec<usize>,
+    },
+    /// An operand or the output of an op whose element or byte count overflows `usize` or
+    /// exceeds `isize::MAX` bytes.
+    SizeOverflow {
+        /// The op.
+        op: OpKind,
+        /// Which tensor.
+        tensor: TensorRole,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+    /// The allocator could not provide the bytes of a tensor.
+    OutOfMemory {
+        /// Bytes asked for.
+        bytes: usize,
     },
     /// A byte buffer whose length does not match its dtype and shape.
     BufferSize {
@@ -129,6 +144,13 @@ pub enum Error {
         tensor: TensorRole,
         /// What is wrong.
         reason: String,
+    },
+    /// An output view that shares memory with an input of the same call.
+    Overlap {
+        /// The op.
+        op: OpKind,
+        /// The input it overlaps.
+        tensor: TensorRole,
     },
     /// A bool element whose byte is neither 0 nor 1.
     InvalidBool {
@@ -210,11 +232,22 @@ impl fmt::Display for Error {
             Error::ShapeOverflow { shape } => {
                 write!(f, "shape {shape:?} has more elements or bytes than fit in memory")
             }
+            Error::SizeOverflow { op, tensor, shape } => write!(
+                f,
+                "{op}: {tensor} of shape {shape:?} has more elements or bytes than fit in memory"
+            ),
+            Error::OutOfMemory { bytes } => {
+                write!(f, "out of memory: cannot allocate {bytes} bytes for a tensor")
+            }
             Error::BufferSize { expected, actual } => write!(
                 f,
                 "buffer has {actual} bytes, but its dtype and shape need {expected}"
             ),
             Error::InvalidView { tensor, reason } => write!(f, "invalid view of {tensor}: {reason}"),
+            Error::Overlap { op, tensor } => write!(
+                f,
+                "{op}: the output overlaps {tensor} in memory (an output may not alias an input)"
+            ),
             Error::InvalidBool { offset, byte } => write!(
                 f,
                 "bool element {offset} has byte {byte}, expected 0 or 1"

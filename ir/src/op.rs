@@ -183,8 +183,8 @@ impl Op {
             Op::Gather { axis } => KernelKey::gather(data.dtype, indices.dtype, r, q, axis)?,
         };
         let axis = key.axis();
-        check_size(data)?;
-        check_size(indices)?;
+        check_size(op, TensorRole::Data, data)?;
+        check_size(op, TensorRole::Indices, indices)?;
         let out_shape = match op {
             OpKind::ScatterElements => {
                 let updates = match updates {
@@ -208,7 +208,7 @@ impl Op {
                 }
                 check_same_rank(op, TensorRole::Indices, q, r)?;
                 check_same_rank(op, TensorRole::Updates, updates.shape.len(), r)?;
-                check_size(updates)?;
+                check_size(op, TensorRole::Updates, updates)?;
                 check_off_axis(op, indices.shape, data.shape, axis)?;
                 for d in 0..r {
                     if updates.shape[d] < indices.shape[d] {
@@ -245,7 +245,7 @@ impl Op {
                 expected: "no updates tensor".into(),
             });
         }
-        check_size(Meta::new(data.dtype, &out_shape))?;
+        check_size(op, TensorRole::Output, Meta::new(data.dtype, &out_shape))?;
         Ok(Validated { key, out_shape })
     }
 }
@@ -285,8 +285,15 @@ pub fn checked_nbytes(dtype: DType, shape: &[usize]) -> Result<usize> {
         })
 }
 
-fn check_size(t: Meta<'_>) -> Result<()> {
-    checked_nbytes(t.dtype, t.shape).map(|_| ())
+fn check_size(op: OpKind, tensor: TensorRole, t: Meta<'_>) -> Result<()> {
+    match checked_nbytes(t.dtype, t.shape) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(Error::SizeOverflow {
+            op,
+            tensor,
+            shape: t.shape.to_vec(),
+        }),
+    }
 }
 
 fn check_rank(op: OpKind, tensor: TensorRole, rank: usize, min: usize) -> Result<()> {
@@ -445,7 +452,17 @@ mod tests {
                 None,
             )
             .unwrap_err();
-        assert!(matches!(e, Error::ShapeOverflow { .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::SizeOverflow {
+                    op: OpKind::GatherElements,
+                    tensor: TensorRole::Data,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -44,10 +44,11 @@ impl Tensor {
         Ok(Tensor { dtype, shape, data })
     }
 
-    /// A tensor of zero bytes (0, +0.0, false) of the given dtype and shape.
+    /// A tensor of zero bytes (0, +0.0, false) of the given dtype and shape. Fails with
+    /// [`Error::OutOfMemory`] rather than aborting if the allocator refuses the bytes.
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Result<Self> {
         let n = checked_nbytes(dtype, &shape)?;
-        Self::from_bytes(dtype, shape, vec![0; n])
+        Self::from_bytes(dtype, shape, zero_bytes(n)?)
     }
 
     /// Builds a tensor from typed values in row-major order.
@@ -66,7 +67,7 @@ impl Tensor {
                 actual: values.len().saturating_mul(size),
             });
         }
-        let mut data = vec![0u8; checked_nbytes(T::DTYPE, shape)?];
+        let mut data = zero_bytes(checked_nbytes(T::DTYPE, shape)?)?;
         for (chunk, v) in data.chunks_exact_mut(size).zip(values) {
             v.write_le(chunk);
         }
@@ -143,6 +144,16 @@ impl Tensor {
     }
 }
 
+/// `n` zero bytes, or [`Error::OutOfMemory`] if the allocator refuses them.
+fn zero_bytes(n: usize) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(n)
+        .map_err(|_| Error::OutOfMemory { bytes: n })?;
+    bytes.resize(n, 0);
+    Ok(bytes)
+}
+
 /// Row-major (C order) element strides of `shape`.
 pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
     let mut strides = vec![1usize; shape.len()];
@@ -184,6 +195,15 @@ mod tests {
             Tensor::from_bytes(DType::Bool, vec![2], vec![0, 2]),
             Err(Error::InvalidBool { offset: 1, byte: 2 })
         ));
+    }
+
+    // Miri stops at an allocation this large instead of failing it.
+    #[cfg(not(miri))]
+    #[test]
+    fn allocation_failure_is_an_error() {
+        // Under isize::MAX, so the shape is valid, but no allocator has 2^62 bytes.
+        let e = Tensor::zeros(DType::U8, vec![1 << 62]).unwrap_err();
+        assert_eq!(e, Error::OutOfMemory { bytes: 1 << 62 });
     }
 
     #[test]

@@ -30,6 +30,8 @@ struct Cli {
 enum Command {
     /// Runs one op on .npy files and writes the result as .npy (with data's dtype descr).
     Run {
+        #[command(flatten)]
+        limits: LimitArgs,
         #[command(subcommand)]
         op: RunOp,
     },
@@ -59,6 +61,34 @@ struct BenchArgs {
     /// Also draw a bar chart of GB/s to this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
+}
+
+/// Caps on what `run` allocates (see `scatterjit::Limits`).
+#[derive(Args)]
+struct LimitArgs {
+    /// Refuse an output larger than this; a number of bytes, optionally with a K, M, G or T
+    /// suffix (powers of 1024) [default: 16G].
+    #[arg(long, global = true, value_name = "BYTES", value_parser = parse_bytes)]
+    max_output_bytes: Option<u64>,
+    /// Refuse more scratch memory (mean's sums and counts) than this [default: 64G].
+    #[arg(long, global = true, value_name = "BYTES", value_parser = parse_bytes)]
+    max_scratch_bytes: Option<u64>,
+}
+
+/// `4096`, `64K`, `16G`, ...: bytes with an optional binary suffix.
+fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
+    let (digits, shift) = match text.char_indices().last() {
+        Some((at, 'K' | 'k')) => (&text[..at], 10),
+        Some((at, 'M' | 'm')) => (&text[..at], 20),
+        Some((at, 'G' | 'g')) => (&text[..at], 30),
+        Some((at, 'T' | 't')) => (&text[..at], 40),
+        _ => (text, 0),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("expected a number of bytes (e.g. 4096, 64K, 16G), got {text:?}"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text} bytes do not fit in 64 bits"))
 }
 
 #[derive(Subcommand)]
@@ -203,7 +233,7 @@ fn main() -> ExitCode {
         Err(e) => return clap_error(e),
     };
     let result = match cli.command {
-        Command::Run { op } => run(op).map(|()| ExitCode::SUCCESS),
+        Command::Run { limits, op } => run(limits, op).map(|()| ExitCode::SUCCESS),
         Command::Explain(args) => explain(args).map(|()| ExitCode::SUCCESS),
         Command::Demo => demo(),
         Command::Bench(args) => bench(args).map(|()| ExitCode::SUCCESS),
@@ -295,7 +325,15 @@ fn install_panic_hook() {
 // ---------------------------------------------------------------------------------------------
 // run
 
-fn run(op: RunOp) -> Result<()> {
+fn run(limit_args: LimitArgs, op: RunOp) -> Result<()> {
+    let mut limits = scatterjit::limits();
+    if let Some(bytes) = limit_args.max_output_bytes {
+        limits.max_output_bytes = bytes;
+    }
+    if let Some(bytes) = limit_args.max_scratch_bytes {
+        limits.max_scratch_bytes = bytes;
+    }
+    scatterjit::set_limits(limits);
     match op {
         RunOp::ScatterElements {
             axis,
@@ -355,7 +393,13 @@ fn run_files(
         &data.tensor,
         &indices.tensor,
         updates.as_ref().map(|u| &u.tensor),
-    )?;
+    )
+    .map_err(|e| match e {
+        scatterjit::Error::LimitExceeded { buffer, .. } => {
+            anyhow!("{e} (raise it with --max-{buffer}-bytes)")
+        }
+        e => e.into(),
+    })?;
     npy::write(output, &result, &data.descr)?;
     Ok(())
 }

@@ -1,0 +1,257 @@
+//! The memory a call allocates, outputs and scratch: capped by the process-wide [`Limits`],
+//! and obtained fallibly, so that a huge or hostile shape is an error and never an abort.
+
+use std::alloc::{self, Layout};
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use scatterjit_ir::OpKind;
+
+use crate::error::{Error, Result};
+
+/// Caps on what one call may allocate, checked on the calling thread before allocating.
+/// They apply to every entry point: the free functions, kernels of any
+/// [`crate::KernelCache`], and the command line (`--max-output-bytes`,
+/// `--max-scratch-bytes`). Set the process-wide caps once with [`set_limits`] (like rayon's
+/// global pool, which the calls also use), or run some calls under other caps with
+/// [`with_limits`] (e.g. a session serving a model it does not trust).
+///
+/// The defaults (16 GiB of output, 64 GiB of scratch) lie above any single tensor of the
+/// models these ops serve, and far below what a hostile shape asks for: Gather multiplies
+/// the size of data's rows by the number of indices, so a few KiB of indices can ask for
+/// terabytes, which the system might grant (overcommit) and then kill the process when the
+/// kernel touches them. Scratch gets four times the output's cap because `mean` keeps a
+/// sum and an 8-byte count per output element: three times the output for f32, twice for
+/// f64 (16-bit floats and integers need up to 16 times).
+///
+/// ```
+/// let mut limits = scatterjit::limits();
+/// assert_eq!(limits.max_output_bytes, 16 << 30);
+/// limits.max_output_bytes = 1 << 40;
+/// scatterjit::set_limits(limits);
+/// assert_eq!(scatterjit::limits().max_output_bytes, 1 << 40);
+/// # scatterjit::set_limits(scatterjit::Limits::default());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest output tensor a call allocates, in bytes ([`crate::Kernel::run`] and the
+    /// free functions; `run_into` and in-place calls write caller memory and allocate none).
+    pub max_output_bytes: u64,
+    /// The most scratch memory a call allocates, in bytes (`mean`'s per-element sums and
+    /// counts).
+    pub max_scratch_bytes: u64,
+}
+
+const DEFAULT_MAX_OUTPUT_BYTES: u64 = 16 << 30;
+const DEFAULT_MAX_SCRATCH_BYTES: u64 = 4 * DEFAULT_MAX_OUTPUT_BYTES;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            max_scratch_bytes: DEFAULT_MAX_SCRATCH_BYTES,
+        }
+    }
+}
+
+static MAX_OUTPUT_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_OUTPUT_BYTES);
+static MAX_SCRATCH_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_SCRATCH_BYTES);
+
+thread_local! {
+    /// The caps of the innermost [`with_limits`] running on this thread.
+    static SCOPED: Cell<Option<Limits>> = const { Cell::new(None) };
+}
+
+/// Sets the process-wide [`Limits`]; calls that start afterwards obey them (except inside
+/// [`with_limits`]).
+pub fn set_limits(limits: Limits) {
+    MAX_OUTPUT_BYTES.store(limits.max_output_bytes, Ordering::Relaxed);
+    MAX_SCRATCH_BYTES.store(limits.max_scratch_bytes, Ordering::Relaxed);
+}
+
+/// The [`Limits`] in force on this thread: those of the innermost [`with_limits`], else
+/// the process-wide ones.
+pub fn limits() -> Limits {
+    SCOPED.with(Cell::get).unwrap_or_else(|| Limits {
+        max_output_bytes: MAX_OUTPUT_BYTES.load(Ordering::Relaxed),
+        max_scratch_bytes: MAX_SCRATCH_BYTES.load(Ordering::Relaxed),
+    })
+}
+
+/// Runs `f` with `limits` in force for the calls it makes on this thread; other threads
+/// keep theirs. The previous caps return when `f` returns or panics.
+///
+/// ```
+/// use scatterjit::{Limits, Tensor};
+/// let data = Tensor::from_slice(&[2, 2], &[1.0f32, 2.0, 3.0, 4.0])?;
+/// let indices = Tensor::from_slice(&[3], &[0i64, 1, 0])?;
+/// let small = Limits { max_output_bytes: 16, ..Limits::default() };
+/// let e = scatterjit::with_limits(small, || scatterjit::gather(&data, &indices, 0)).unwrap_err();
+/// assert_eq!(e.to_string(), "gather: the output needs 24 bytes, over the limit of 16 bytes");
+/// assert!(scatterjit::gather(&data, &indices, 0).is_ok());
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
+pub fn with_limits<T>(limits: Limits, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Limits>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SCOPED.with(|s| s.set(self.0));
+        }
+    }
+    let _restore = Restore(SCOPED.with(|s| s.replace(Some(limits))));
+    f()
+}
+
+/// Which allocation of a call a limit or an allocation failure concerns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buffer {
+    /// The output tensor.
+    Output,
+    /// Scratch memory (`mean`'s sums and counts).
+    Scratch,
+}
+
+impl fmt::Display for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Buffer::Output => "output",
+            Buffer::Scratch => "scratch",
+        })
+    }
+}
+
+impl Buffer {
+    fn limit(self) -> u64 {
+        let limits = limits();
+        match self {
+            Buffer::Output => limits.max_output_bytes,
+            Buffer::Scratch => limits.max_scratch_bytes,
+        }
+    }
+}
+
+/// Element types whose all-zero bit pattern is a valid value.
+pub(crate) trait Zeroable: Copy {}
+impl Zeroable for u8 {}
+impl Zeroable for i64 {}
+
+/// `Ok` if `bytes` (possibly more than `usize` holds) are within the cap for `buffer`.
+pub(crate) fn check(op: OpKind, buffer: Buffer, bytes: u128) -> Result<()> {
+    let limit = buffer.limit();
+    if bytes > u128::from(limit) {
+        return Err(Error::LimitExceeded {
+            op,
+            buffer,
+            bytes,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// `len` zeroed elements, after checking their size against the cap for `buffer`; an
+/// allocation the system refuses is [`Error::OutOfMemory`]. Zeroed memory comes from
+/// `alloc_zeroed` (`calloc`), whose fresh pages cost nothing until written, where the safe
+/// fallible route (`try_reserve` and `resize`) would write every byte first.
+pub(crate) fn zeroed<T: Zeroable>(op: OpKind, buffer: Buffer, len: usize) -> Result<Vec<T>> {
+    let bytes = len as u128 * std::mem::size_of::<T>() as u128;
+    check(op, buffer, bytes)?;
+    let oom = || Error::OutOfMemory { op, buffer, bytes };
+    let layout = Layout::array::<T>(len).map_err(|_| oom())?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: `layout` has a non-zero size (checked above).
+    let ptr = unsafe { alloc::alloc_zeroed(layout) } as *mut T;
+    if ptr.is_null() {
+        return Err(oom());
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[T; len]`,
+    // which is the layout a `Vec<T>` of capacity `len` uses; its `len` elements are
+    // initialized, since all-zero bytes are a valid `T` (`Zeroable`).
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroed_memory_is_zero_and_checked() {
+        let v: Vec<i64> = zeroed(OpKind::Gather, Buffer::Scratch, 1000).unwrap();
+        assert!(v.iter().all(|&x| x == 0));
+        assert_eq!(v.capacity(), 1000);
+        let v: Vec<u8> = zeroed(OpKind::Gather, Buffer::Output, 0).unwrap();
+        assert!(v.is_empty());
+        // Above isize::MAX bytes: no layout exists.
+        let e = zeroed::<i64>(OpKind::Gather, Buffer::Scratch, usize::MAX / 4);
+        assert!(
+            matches!(
+                e,
+                Err(Error::LimitExceeded { .. } | Error::OutOfMemory { .. })
+            ),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn scoped_limits_nest_and_restore() {
+        let outer = limits();
+        let tiny = Limits {
+            max_output_bytes: 8,
+            max_scratch_bytes: 0,
+        };
+        with_limits(tiny, || {
+            assert_eq!(limits(), tiny);
+            assert!(check(OpKind::Gather, Buffer::Output, 8).is_ok());
+            assert!(check(OpKind::Gather, Buffer::Output, 9).is_err());
+            assert!(check(OpKind::Gather, Buffer::Scratch, 1).is_err());
+            with_limits(Limits::default(), || {
+                assert_eq!(limits(), Limits::default())
+            });
+            assert_eq!(limits(), tiny);
+            // A panic inside restores the caps too.
+            let caught = std::panic::catch_unwind(|| with_limits(Limits::default(), || panic!()));
+            assert!(caught.is_err());
+            assert_eq!(limits(), tiny);
+        });
+        assert_eq!(limits(), outer);
+    }
+
+    // Miri stops at an allocation this large instead of failing it.
+    #[cfg(not(miri))]
+    #[test]
+    fn a_refused_allocation_is_an_error() {
+        let huge = Limits {
+            max_output_bytes: u64::MAX,
+            max_scratch_bytes: u64::MAX,
+        };
+        with_limits(huge, || {
+            // Under isize::MAX, within the caps, beyond any address space.
+            let e = zeroed::<i64>(OpKind::Gather, Buffer::Scratch, 1 << 59).unwrap_err();
+            let expected = Error::OutOfMemory {
+                op: OpKind::Gather,
+                buffer: Buffer::Scratch,
+                bytes: 1 << 62,
+            };
+            assert_eq!(e, expected);
+        });
+    }
+
+    #[test]
+    fn caps_compare_bytes_without_overflow() {
+        let limit = limits().max_output_bytes;
+        assert!(check(OpKind::Gather, Buffer::Output, u128::from(limit)).is_ok());
+        let e = check(OpKind::Gather, Buffer::Output, u128::MAX).unwrap_err();
+        assert_eq!(
+            e,
+            Error::LimitExceeded {
+                op: OpKind::Gather,
+                buffer: Buffer::Output,
+                bytes: u128::MAX,
+                limit
+            }
+        );
+    }
+}
