@@ -17,12 +17,15 @@
 //! # Ok::<(), scatterjit::Error>(())
 //! ```
 mod abi;
+pub mod aot;
 mod api;
 pub mod bench;
+pub mod cabi;
 mod cache;
 mod check;
 mod codegen;
 pub mod error;
+pub mod ffi;
 mod jit;
 mod kernel;
 mod mean;
