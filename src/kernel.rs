@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use scatterjit_ir::{
-    checked_nbytes, unravel, Combine, Coord, Error as IrError, KernelKey, LoopNest, Op, OpKind,
-    Operand, PassKind, Plan, Tensor, TensorRole, OPERAND_SLOTS,
+    checked_nbytes, unravel, Combine, Coord, Error as IrError, KernelKey, LoopNest, Meta, Op,
+    OpKind, Operand, PassKind, Plan, Tensor, TensorRole, OPERAND_SLOTS,
 };
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_OK};
@@ -363,9 +363,17 @@ impl Kernel {
         indices: &TensorView<'_>,
         updates: Option<&TensorView<'_>>,
     ) -> Result<Vec<usize>> {
-        let v = self
-            .op()
-            .validate(data.meta(), indices.meta(), updates.map(|u| u.meta()))?;
+        self.validate_meta(data.meta(), indices.meta(), updates.map(|u| u.meta()))
+    }
+
+    /// [`Self::validate`] on dtypes and shapes alone.
+    pub(crate) fn validate_meta(
+        &self,
+        data: Meta<'_>,
+        indices: Meta<'_>,
+        updates: Option<Meta<'_>>,
+    ) -> Result<Vec<usize>> {
+        let v = self.op().validate(data, indices, updates)?;
         if v.key != self.plan.key {
             return Err(Error::Invalid(IrError::InvalidKey {
                 key: self.plan.key.to_string(),
@@ -438,18 +446,7 @@ impl Kernel {
         updates: Option<&TensorView<'_>>,
     ) -> Result<()> {
         let out_shape = self.validate(data, indices, updates)?;
-        if out.shape() != out_shape.as_slice() || out.dtype() != self.plan.key.dtype() {
-            return Err(Error::Invalid(IrError::InvalidView {
-                tensor: TensorRole::Output,
-                reason: format!(
-                    "expected {} {:?}, got {} {:?}",
-                    self.plan.key.dtype(),
-                    out_shape,
-                    out.dtype(),
-                    out.shape()
-                ),
-            }));
-        }
+        self.check_out(out.meta(), &out_shape)?;
         let inputs = [
             (TensorRole::Data, Some(data)),
             (TensorRole::Indices, Some(indices)),
@@ -457,6 +454,23 @@ impl Kernel {
         ];
         self.check_disjoint(out, inputs)?;
         self.execute(out, data, indices, updates, true)
+    }
+
+    /// An error unless a caller's output has this kernel's dtype and `out_shape`.
+    pub(crate) fn check_out(&self, out: Meta<'_>, out_shape: &[usize]) -> Result<()> {
+        if out.shape != out_shape || out.dtype != self.plan.key.dtype() {
+            return Err(Error::Invalid(IrError::InvalidView {
+                tensor: TensorRole::Output,
+                reason: format!(
+                    "expected {} {:?}, got {} {:?}",
+                    self.plan.key.dtype(),
+                    out_shape,
+                    out.dtype,
+                    out.shape
+                ),
+            }));
+        }
+        Ok(())
     }
 
     /// ScatterElements in place (PyTorch `scatter_`): `data` is input and output. All

@@ -18,12 +18,15 @@
 //! ```
 mod abi;
 mod alloc;
+pub mod aot;
 mod api;
 pub mod bench;
+pub mod cabi;
 mod cache;
 mod check;
 mod codegen;
 pub mod error;
+pub mod ffi;
 mod jit;
 mod kernel;
 mod mean;

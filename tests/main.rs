@@ -1,4 +1,7 @@
 //! The one integration test binary.
+mod aot;
+mod c_harness;
+mod capi;
 mod cli;
 mod differential;
 mod errors;

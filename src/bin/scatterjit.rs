@@ -1,5 +1,5 @@
 //! The `scatterjit` command-line tool: runs one op on `.npy` files, prints how a kernel is
-//! compiled, or runs the built-in examples.
+//! compiled, runs the built-in examples, or compiles kernels ahead of time.
 //!
 //! Conventions: on success `run` prints nothing. Any invalid input (unreadable or malformed
 //! file, bad flag value, dtype or shape mismatch, out-of-bounds index, ...) prints exactly one
@@ -42,6 +42,27 @@ enum Command {
     /// Times the standard workload suite: JIT at 1 and N threads, an interpreted kernel and
     /// a copy baseline, side by side (results are checked first).
     Bench(BenchArgs),
+    /// Compiles kernels ahead of time into an object file for this host and a C header that
+    /// declares one entry per key (mean is not available ahead of time).
+    Aot(AotArgs),
+}
+
+#[derive(Args)]
+struct AotArgs {
+    /// Kernel keys, as `explain` and the library print them
+    /// (e.g. scatter_elements.f32.i64.r2.a1.add, gather.f32.i64.r2.q1.a0).
+    #[arg(value_name = "KEY")]
+    keys: Vec<String>,
+    /// Also compile the keys in this file: one per line; blank lines and `#` comments are
+    /// skipped.
+    #[arg(long, value_name = "FILE")]
+    manifest: Option<PathBuf>,
+    /// The object file to write.
+    #[arg(short = 'o', long = "output", value_name = "OUT.o")]
+    output: PathBuf,
+    /// The C header to write [default: OUT with the extension .h].
+    #[arg(long, value_name = "OUT.h")]
+    header: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -237,6 +258,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain(args).map(|()| ExitCode::SUCCESS),
         Command::Demo => demo(),
         Command::Bench(args) => bench(args).map(|()| ExitCode::SUCCESS),
+        Command::Aot(args) => aot(args).map(|()| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|e| {
         report(&e.to_string());
@@ -456,6 +478,65 @@ fn print_stdout(text: &str) -> Result<()> {
         }
         _ => Ok(()),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// aot
+
+fn aot(args: AotArgs) -> Result<()> {
+    let mut keys = Vec::new();
+    for text in &args.keys {
+        keys.push(text.parse::<KernelKey>()?);
+    }
+    if let Some(manifest) = &args.manifest {
+        let text = std::fs::read_to_string(manifest)
+            .map_err(|e| anyhow!("cannot read {}: {e}", manifest.display()))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let key = line
+                .parse::<KernelKey>()
+                .map_err(|e| anyhow!("{}:{}: {e}", manifest.display(), n + 1))?;
+            keys.push(key);
+        }
+    }
+    if keys.is_empty() {
+        return Err(
+            UsageError("no kernel keys given (as arguments or with --manifest)".into()).into(),
+        );
+    }
+    let header = args
+        .header
+        .unwrap_or_else(|| args.output.with_extension("h"));
+    if header == args.output {
+        return Err(UsageError(format!(
+            "the header and the object would both be {}",
+            header.display()
+        ))
+        .into());
+    }
+    let artifacts = scatterjit::aot::compile(&keys)?;
+    write_atomic(&args.output, &artifacts.object)?;
+    write_atomic(&header, artifacts.header.as_bytes())
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so that a
+/// failure leaves no partial file.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("{} is not a file name", path.display()))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow!("cannot write {}: {e}", path.display())
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

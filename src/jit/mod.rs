@@ -3,13 +3,13 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
+use cranelift_codegen::ir::{types, AbiParam, Signature, UserFuncName};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{verify_function, Context};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use scatterjit_ir::{PassKind, Plan};
 
 use crate::abi::Variant;
@@ -64,70 +64,82 @@ impl Drop for Code {
     }
 }
 
-/// The host ISA, built once: Cranelift's native detection with speed optimizations and,
-/// in debug builds, the verifier on every function.
-fn isa() -> Result<OwnedTargetIsa> {
-    static ISA: OnceLock<std::result::Result<OwnedTargetIsa, String>> = OnceLock::new();
-    ISA.get_or_init(|| {
-        let mut flags = settings::builder();
-        let set = |f: &mut settings::Builder, k: &str, v: &str| {
-            f.set(k, v).map_err(|e| format!("setting {k}={v}: {e}"))
-        };
-        set(&mut flags, "opt_level", "none")?;
-        set(&mut flags, "is_pic", "false")?;
-        set(&mut flags, "use_colocated_libcalls", "false")?;
-        set(
-            &mut flags,
-            "enable_verifier",
-            if cfg!(debug_assertions) {
-                "true"
-            } else {
-                "false"
-            },
-        )?;
-        let builder = cranelift_native::builder().map_err(|e| e.to_string())?;
-        builder
-            .finish(settings::Flags::new(flags))
-            .map_err(|e| e.to_string())
-    })
-    .clone()
-    .map_err(|message| Error::Codegen {
-        key: String::new(),
-        message: format!("host ISA unavailable: {message}"),
-        clif: String::new(),
-    })
+/// The host ISA, built once per code model: Cranelift's native detection, in debug builds
+/// with the verifier on every function. The JIT uses absolute addresses (`pic = false`);
+/// object files use position-independent code, so that they link into PIE executables and
+/// shared libraries.
+pub(crate) fn isa(pic: bool) -> Result<OwnedTargetIsa> {
+    static ISA: [OnceLock<std::result::Result<OwnedTargetIsa, String>>; 2] =
+        [OnceLock::new(), OnceLock::new()];
+    ISA[usize::from(pic)]
+        .get_or_init(|| {
+            let mut flags = settings::builder();
+            let set = |f: &mut settings::Builder, k: &str, v: &str| {
+                f.set(k, v).map_err(|e| format!("setting {k}={v}: {e}"))
+            };
+            set(&mut flags, "opt_level", "none")?;
+            set(&mut flags, "is_pic", if pic { "true" } else { "false" })?;
+            set(&mut flags, "use_colocated_libcalls", "false")?;
+            set(
+                &mut flags,
+                "enable_verifier",
+                if cfg!(debug_assertions) {
+                    "true"
+                } else {
+                    "false"
+                },
+            )?;
+            let builder = cranelift_native::builder().map_err(|e| e.to_string())?;
+            builder
+                .finish(settings::Flags::new(flags))
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(|message| Error::Codegen {
+            key: String::new(),
+            message: format!("host ISA unavailable: {message}"),
+            clif: String::new(),
+        })
 }
 
-/// Compiles pass `kind` of `plan` in `variant` into a fresh module. With `listing`, also
-/// returns its CLIF before and after optimization and its disassembly.
-pub(crate) fn compile(
-    plan: &Plan,
-    kind: PassKind,
-    variant: Variant,
-    listing: bool,
-) -> Result<(Code, Option<Listing>)> {
-    let isa = isa()?;
-    let key = plan.key;
-    let nest = plan.pass(kind).ok_or_else(|| Error::Codegen {
-        key: key.to_string(),
-        message: format!("the plan has no {} pass", kind.name()),
-        clif: String::new(),
-    })?;
-    let ptr = isa.pointer_type();
-    let mut module = JITModule::new(JITBuilder::with_isa(isa.clone(), default_libcall_names()));
+/// The signature of every pass: `(operands: ptr, params: ptr) -> i64` (see `crate::abi`).
+pub(crate) fn pass_signature<M: Module>(module: &M) -> Signature {
+    let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
     sig.params.push(AbiParam::new(ptr));
     sig.params.push(AbiParam::new(ptr));
     sig.returns.push(AbiParam::new(types::I64));
+    sig
+}
 
-    let name = format!("{key}.{}.{}", kind.name(), variant.name());
+/// Declares pass `kind` of `plan` in `variant` as function `name` of `module` and defines it
+/// with the one lowering ([`codegen::build_pass`]): the path from a loop nest to machine
+/// code, for the JIT and object files alike. With `listing`, also returns its CLIF before
+/// and after optimization and its disassembly.
+pub(crate) fn define_pass<M: Module>(
+    module: &mut M,
+    plan: &Plan,
+    kind: PassKind,
+    variant: Variant,
+    name: &str,
+    linkage: Linkage,
+    listing: bool,
+) -> Result<(FuncId, Option<Listing>)> {
+    let key = plan.key;
     let codegen_error = |message: String, clif: String| Error::Codegen {
-        key: name.clone(),
+        key: name.to_string(),
         message,
         clif,
     };
+    let nest = plan.pass(kind).ok_or_else(|| {
+        codegen_error(
+            format!("the plan has no {} pass", kind.name()),
+            String::new(),
+        )
+    })?;
+    let sig = pass_signature(module);
     let id = module
-        .declare_function(&name, Linkage::Local, &sig)
+        .declare_function(name, linkage, &sig)
         .map_err(|e| codegen_error(e.to_string(), String::new()))?;
     let mut ctx: Context = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
@@ -140,7 +152,7 @@ pub(crate) fn compile(
     }
     let clif = ctx.func.display().to_string();
     if cfg!(debug_assertions) || listing {
-        verify_function(&ctx.func, isa.as_ref())
+        verify_function(&ctx.func, module.isa())
             .map_err(|errors| codegen_error(errors.to_string(), clif.clone()))?;
     }
     ctx.set_disasm(listing);
@@ -158,9 +170,33 @@ pub(crate) fn compile(
             .unwrap_or_default(),
     });
     module.clear_context(&mut ctx);
-    module
-        .finalize_definitions()
-        .map_err(|e| codegen_error(e.to_string(), String::new()))?;
+    Ok((id, text))
+}
+
+/// Compiles pass `kind` of `plan` in `variant` into a fresh module. With `listing`, also
+/// returns its CLIF before and after optimization and its disassembly.
+pub(crate) fn compile(
+    plan: &Plan,
+    kind: PassKind,
+    variant: Variant,
+    listing: bool,
+) -> Result<(Code, Option<Listing>)> {
+    let mut module = JITModule::new(JITBuilder::with_isa(isa(false)?, default_libcall_names()));
+    let name = format!("{}.{}.{}", plan.key, kind.name(), variant.name());
+    let (id, text) = define_pass(
+        &mut module,
+        plan,
+        kind,
+        variant,
+        &name,
+        Linkage::Local,
+        listing,
+    )?;
+    module.finalize_definitions().map_err(|e| Error::Codegen {
+        key: name.clone(),
+        message: e.to_string(),
+        clif: String::new(),
+    })?;
     let address = module.get_finalized_function(id);
     // SAFETY: `address` is the finalized code of the function declared above with the
     // signature (ptr, ptr) -> i64 in the host's default calling convention, which is

@@ -1,0 +1,65 @@
+/*
+ * scatterjit.h: the C ABI of the scatterjit shared library (libscatterjit.so on Linux,
+ * built by `cargo build --release` into target/release/). Kernels are compiled at run
+ * time, on first use of their key, and cached.
+ *
+ *     sj_cache *cache = sj_cache_new();
+ *     sj_kernel *kernel;
+ *     if (sj_kernel_get(cache, "gather.f32.i64.r2.q1.a0", &kernel) != SJ_OK)
+ *         fprintf(stderr, "%s\n", sj_last_error());
+ *     sj_args args = {&data, &indices, NULL, &out, {0}};
+ *     int32_t status = sj_kernel_run(kernel, &args);
+ *     sj_kernel_free(kernel);
+ *     sj_cache_free(cache);
+ *
+ * Every function returns SJ_OK or an SJ_ERR_* code (scatterjit_abi.h) and never lets a
+ * panic cross into C (a bug is SJ_ERR_INTERNAL). After a failure, sj_last_error() returns
+ * its message, naming the op and the offending value and position. All functions may be
+ * called from any thread; a cache and its kernels may be shared between threads.
+ */
+#ifndef SCATTERJIT_H
+#define SCATTERJIT_H
+
+#include "scatterjit_abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A cache of compiled kernels: each key compiles once. */
+typedef struct sj_cache sj_cache;
+
+/* A handle to one compiled kernel; it keeps the kernel's code alive until freed, even
+ * after its cache is freed. */
+typedef struct sj_kernel sj_kernel;
+
+/* A new, empty cache, or NULL on failure. */
+sj_cache *sj_cache_new(void);
+
+/* Frees a cache (NULL is ignored). */
+void sj_cache_free(sj_cache *cache);
+
+/* Stores in *kernel a new handle to the kernel of a printed key, such as
+ * "scatter_elements.f32.i64.r2.a1.add" (op, dtype, index dtype, rank, [index rank,] axis,
+ * [reduction[, noinit]]), compiling it on first use. Errors: SJ_ERR_NULL_POINTER,
+ * SJ_ERR_KEY (does not parse, or names an unsupported kernel), SJ_ERR_INTERNAL. */
+int32_t sj_kernel_get(sj_cache *cache, const char *key, sj_kernel **kernel);
+
+/* Frees a kernel handle (NULL is ignored). */
+void sj_kernel_free(sj_kernel *kernel);
+
+/* Runs a kernel on caller-owned tensors (see sj_args). Every index is checked before the
+ * first write: on any error out is unchanged, and on SJ_ERR_INDEX_OUT_OF_BOUNDS the
+ * position of the first bad index is in args->bad_index. Unlike an ahead-of-time entry,
+ * every kernel (mean too) is available, and large calls run on several threads. */
+int32_t sj_kernel_run(const sj_kernel *kernel, sj_args *args);
+
+/* The message of the last failed call on this thread ("" if none). Valid until the next
+ * failing call on this thread. */
+const char *sj_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SCATTERJIT_H */

@@ -1,0 +1,200 @@
+//! Ahead-of-time compilation: the kernels of a list of keys in one object file for the
+//! host, and a C header that declares one entry per key.
+//!
+//! The object holds, per key, every pass of its plan in both variants (the same lowering
+//! as the JIT, through `jit::define_pass`, as local symbols) and one exported
+//! entry, `int32_t sj_<key>(sj_args *args)` (see [`symbol`] and `entry.rs`), which
+//! validates the call and runs the passes. Linking it needs only the C library (`memcpy`).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let key = "gather.f32.i64.r2.q1.a0".parse()?;
+//! let out = scatterjit::aot::compile(&[key])?;
+//! std::fs::write("kernels.o", &out.object)?;
+//! std::fs::write("kernels.h", &out.header)?;
+//! # Ok(()) }
+//! ```
+
+mod entry;
+mod header;
+
+use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
+use cranelift_codegen::verify_function;
+use cranelift_codegen::Context;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_object::{ObjectBuilder, ObjectModule};
+use scatterjit_ir::{Error as IrError, KernelKey, Plan};
+
+use crate::abi::Variant;
+use crate::error::{Error, Result};
+use crate::jit;
+use entry::PassRefs;
+
+/// What [`compile`] produces.
+#[derive(Clone, Debug)]
+pub struct Artifacts {
+    /// A relocatable object file for the host (ELF on Linux, Mach-O on macOS).
+    pub object: Vec<u8>,
+    /// The C header declaring its entries, self-contained (it embeds `scatterjit_abi.h`).
+    pub header: String,
+}
+
+/// The C symbol of `key`'s entry: `sj_` and the key's printed name with `.` as `_`
+/// (`sj_gather_f32_i64_r2_q1_a0`). Distinct keys have distinct symbols: the fields of a
+/// printed key contain no `_` except in the op's name, which comes first.
+pub fn symbol(key: &KernelKey) -> String {
+    format!("sj_{}", key.to_string().replace('.', "_"))
+}
+
+/// Whether `key` can be compiled ahead of time: every key but `mean`'s, whose wide sums
+/// and final divide run on the host around the compiled pass.
+pub fn check_supported(key: &KernelKey) -> Result<()> {
+    if Plan::new(*key).mean.is_some() {
+        return Err(Error::Invalid(IrError::InvalidKey {
+            key: key.to_string(),
+            reason: "mean is not available ahead of time (its sums and divide run on the host); \
+                     use the shared library's C ABI for it"
+                .into(),
+        }));
+    }
+    Ok(())
+}
+
+/// Compiles `keys` (duplicates are compiled once) into one object file and its header.
+pub fn compile(keys: &[KernelKey]) -> Result<Artifacts> {
+    let mut unique: Vec<KernelKey> = Vec::new();
+    for key in keys {
+        check_supported(key)?;
+        if !unique.contains(key) {
+            unique.push(*key);
+        }
+    }
+    let isa = jit::isa(true)?;
+    let codegen_error = |key: String, message: String| Error::Codegen {
+        key,
+        message,
+        clif: String::new(),
+    };
+    let builder = ObjectBuilder::new(isa, "scatterjit", default_libcall_names())
+        .map_err(|e| codegen_error(String::new(), e.to_string()))?;
+    let mut module = ObjectModule::new(builder);
+    for key in &unique {
+        define_key(&mut module, key)?;
+    }
+    let object = module
+        .finish()
+        .emit()
+        .map_err(|e| codegen_error(String::new(), e.to_string()))?;
+    Ok(Artifacts {
+        object,
+        header: header::header(&unique),
+    })
+}
+
+/// Defines the passes of `key` (local) and its entry (exported) in `module`.
+fn define_key(module: &mut ObjectModule, key: &KernelKey) -> Result<()> {
+    let plan = Plan::new(*key);
+    let name = symbol(key);
+    let mut passes = Vec::new();
+    for nest in &plan.passes {
+        let mut ids = Vec::new();
+        for variant in Variant::ALL {
+            let pass_name = format!("{name}__{}_{}", nest.pass.name(), variant.name());
+            let (id, _) = jit::define_pass(
+                module,
+                &plan,
+                nest.pass,
+                variant,
+                &pass_name,
+                Linkage::Local,
+                false,
+            )?;
+            ids.push(id);
+        }
+        passes.push((nest.pass, ids));
+    }
+
+    let codegen_error = |message: String, clif: String| Error::Codegen {
+        key: name.clone(),
+        message,
+        clif,
+    };
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(ptr));
+    sig.returns.push(AbiParam::new(types::I32));
+    let id = module
+        .declare_function(&name, Linkage::Export, &sig)
+        .map_err(|e| codegen_error(e.to_string(), String::new()))?;
+    let mut ctx: Context = module.make_context();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    let refs: Vec<PassRefs> = passes
+        .iter()
+        .map(|(kind, ids)| PassRefs {
+            kind: *kind,
+            variants: [
+                module.declare_func_in_func(ids[0], &mut ctx.func),
+                module.declare_func_in_func(ids[1], &mut ctx.func),
+            ],
+        })
+        .collect();
+    let mut fctx = FunctionBuilderContext::new();
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        entry::build_entry(&mut b, &plan, &refs, ptr);
+        b.finalize(module.target_config());
+    }
+    let clif = ctx.func.display().to_string();
+    verify_function(&ctx.func, module.isa())
+        .map_err(|errors| codegen_error(errors.to_string(), clif.clone()))?;
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| codegen_error(format!("{e:?}"), clif))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scatterjit_ir::{DType, Reduction};
+
+    #[test]
+    fn mean_is_refused_by_name() {
+        let key = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 1, Reduction::Mean, true)
+            .unwrap();
+        let e = compile(&[key]).unwrap_err().to_string();
+        assert!(
+            e.contains("scatter_elements.f32.i64.r2.a1.mean") && e.contains("mean"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn symbols_are_c_identifiers() {
+        let key = KernelKey::gather(DType::BF16, DType::U8, 3, 0, -1).unwrap();
+        assert_eq!(symbol(&key), "sj_gather_bf16_u8_r3_q0_a2");
+    }
+
+    #[test]
+    fn an_object_holds_every_entry() {
+        let keys = [
+            KernelKey::scatter_elements(DType::F16, DType::I32, 3, 1, Reduction::Max, false)
+                .unwrap(),
+            KernelKey::gather(DType::Complex128, DType::U8, 1, 0, 0).unwrap(),
+        ];
+        let out = compile(&keys).unwrap();
+        for key in &keys {
+            let name = symbol(key);
+            let bytes = name.as_bytes();
+            assert!(
+                out.object.windows(bytes.len()).any(|w| w == bytes),
+                "{name} in the object"
+            );
+            assert!(out
+                .header
+                .contains(&format!("int32_t {name}(sj_args *args);")));
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The types C sees, shared by ahead-of-time entries (`crate::aot`) and the C ABI
+//! (`crate::ffi`): the tensor descriptor, the argument struct of one call, status codes and
+//! dtype codes. `include/scatterjit_abi.h` declares the same types for C; a test checks
+//! that its offsets and constants agree with these.
+
+use scatterjit_ir::{DType, DTypeClass, OpKind, MAX_RANK};
+
+/// One operand: the fields and layout of DLPack's `DLTensor`, so a framework can pass its
+/// `DLTensor*` as is. Element `(i_0, ..)` is at byte
+/// `byte_offset + (Σ i_d * strides[d]) * size` from `data`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SjTensor {
+    /// Base address of the memory.
+    pub data: *mut u8,
+    /// DLPack device type (must be [`DEVICE_CPU`]).
+    pub device_type: i32,
+    /// DLPack device id (ignored on the CPU).
+    pub device_id: i32,
+    /// Number of dimensions.
+    pub ndim: i32,
+    /// The element type as DLPack's `DLDataType` (code, bits, lanes), packed little-endian
+    /// as `code | bits << 8 | lanes << 16` (see [`dtype_code`]).
+    pub dtype: u32,
+    /// `ndim` dims (may be null when `ndim` is 0).
+    pub shape: *const i64,
+    /// `ndim` element strides, or null for row-major.
+    pub strides: *const i64,
+    /// Bytes from `data` to element 0.
+    pub byte_offset: u64,
+}
+
+/// The operands of one call and the position of a bad index.
+#[repr(C)]
+#[derive(Debug)]
+pub struct SjArgs {
+    /// The tensor read (gathers) or copied and updated (scatter).
+    pub data: *const SjTensor,
+    /// The integer positions along the axis.
+    pub indices: *const SjTensor,
+    /// The values scattered (scatter only; ignored by the gathers).
+    pub updates: *const SjTensor,
+    /// The result, written by the call. For scatter it may describe data's memory with
+    /// data's strides: the update then happens in place.
+    pub out: *const SjTensor,
+    /// On [`Status::IndexOutOfBounds`], the position in `indices` of the first bad index
+    /// in row-major order (its first `indices.ndim` entries).
+    pub bad_index: [i64; MAX_RANK],
+}
+
+/// DLPack's `kDLCPU`.
+pub const DEVICE_CPU: i32 = 1;
+
+/// What a call returns. Values are stable: C code compares against them.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// The call succeeded.
+    Ok = 0,
+    /// A required pointer is null (an argument, a descriptor, a shape, or the data of a
+    /// tensor that has elements).
+    NullPointer = 1,
+    /// A tensor is not in CPU memory.
+    Device = 2,
+    /// A tensor's dtype is not the one the kernel takes.
+    DType = 3,
+    /// A tensor's rank is not the one the kernel takes.
+    Rank = 4,
+    /// Dims break the op's shape rules (or are negative).
+    Shape = 5,
+    /// An index is outside `[-s, s)`; its position is in [`SjArgs::bad_index`].
+    IndexOutOfBounds = 6,
+    /// The output overlaps an input (other than data for an in-place scatter).
+    Overlap = 7,
+    /// The kernel key does not parse or names an unsupported kernel.
+    Key = 8,
+    /// A bug in scatterjit (a compiler rejection or a caught panic).
+    Internal = 9,
+    /// (C ABI) A buffer the call needs is over its size limit, or memory ran out.
+    Resource = 10,
+}
+
+impl Status {
+    /// Every status, in code order.
+    pub const ALL: [Status; 11] = [
+        Status::Ok,
+        Status::NullPointer,
+        Status::Device,
+        Status::DType,
+        Status::Rank,
+        Status::Shape,
+        Status::IndexOutOfBounds,
+        Status::Overlap,
+        Status::Key,
+        Status::Internal,
+        Status::Resource,
+    ];
+
+    /// The name of its C constant (`SJ_OK`, `SJ_ERR_SHAPE`, ...).
+    pub const fn c_name(self) -> &'static str {
+        match self {
+            Status::Ok => "SJ_OK",
+            Status::NullPointer => "SJ_ERR_NULL_POINTER",
+            Status::Device => "SJ_ERR_DEVICE",
+            Status::DType => "SJ_ERR_DTYPE",
+            Status::Rank => "SJ_ERR_RANK",
+            Status::Shape => "SJ_ERR_SHAPE",
+            Status::IndexOutOfBounds => "SJ_ERR_INDEX_OUT_OF_BOUNDS",
+            Status::Overlap => "SJ_ERR_OVERLAP",
+            Status::Key => "SJ_ERR_KEY",
+            Status::Internal => "SJ_ERR_INTERNAL",
+            Status::Resource => "SJ_ERR_RESOURCE",
+        }
+    }
+}
+
+/// DLPack's `DLDataType` of `dtype` packed as in [`SjTensor::dtype`]: the type code
+/// (0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool) from the dtype's class, the bits
+/// from its size, one lane. `None` for strings, which DLPack has no code for.
+pub const fn dtype_code(dtype: DType) -> Option<u32> {
+    let code = match (dtype, dtype.class()) {
+        (DType::BF16, _) => 4,
+        (_, DTypeClass::SignedInt) => 0,
+        (_, DTypeClass::UnsignedInt) => 1,
+        (_, DTypeClass::Float) => 2,
+        (_, DTypeClass::Complex) => 5,
+        (_, DTypeClass::Bool) => 6,
+        (_, DTypeClass::String) => return None,
+    };
+    Some(code | ((dtype.size() as u32 * 8) << 8) | (1 << 16))
+}
+
+/// The dtype whose [`dtype_code`] is `code`.
+pub fn dtype_of_code(code: u32) -> Option<DType> {
+    DType::ALL
+        .iter()
+        .copied()
+        .find(|&d| dtype_code(d) == Some(code))
+}
+
+/// How a shape rule compares two dims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Relation {
+    /// `<=`
+    AtMost,
+    /// `>=`
+    AtLeast,
+    /// `==`
+    Equal,
+}
+
+impl Relation {
+    /// The operator as C and the op's messages write it.
+    pub(crate) const fn symbol(self) -> &'static str {
+        match self {
+            Relation::AtMost => "<=",
+            Relation::AtLeast => ">=",
+            Relation::Equal => "==",
+        }
+    }
+}
+
+/// An operand of a call, in [`SjArgs`] order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Data,
+    Indices,
+    Updates,
+    Out,
+}
+
+impl Role {
+    /// The field of [`SjArgs`] and its name.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Role::Data => "data",
+            Role::Indices => "indices",
+            Role::Updates => "updates",
+            Role::Out => "out",
+        }
+    }
+}
+
+/// One shape rule: `tensor.shape[dim] relation other.shape[other_dim]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rule {
+    pub tensor: Role,
+    pub dim: usize,
+    pub relation: Relation,
+    pub other: Role,
+    pub other_dim: usize,
+}
+
+/// The operands a kernel of `kind` takes, each with its rank under `key` (in `SjArgs`
+/// order).
+pub(crate) fn roles(key: &scatterjit_ir::KernelKey) -> Vec<(Role, usize)> {
+    let r = key.rank();
+    match key.kind() {
+        OpKind::ScatterElements => vec![
+            (Role::Data, r),
+            (Role::Indices, r),
+            (Role::Updates, r),
+            (Role::Out, r),
+        ],
+        OpKind::GatherElements | OpKind::Gather => vec![
+            (Role::Data, r),
+            (Role::Indices, key.index_rank()),
+            (Role::Out, key.out_rank()),
+        ],
+    }
+}
+
+/// The shape rules of `key`'s op (`Op::validate`'s, with the output's shape as a rule
+/// too), which a call's dims must meet.
+pub(crate) fn shape_rules(key: &scatterjit_ir::KernelKey) -> Vec<Rule> {
+    let r = key.rank();
+    let axis = key.axis();
+    let rule = |tensor, dim, relation, other, other_dim| Rule {
+        tensor,
+        dim,
+        relation,
+        other,
+        other_dim,
+    };
+    let off_axis = (0..r)
+        .filter(|&d| d != axis)
+        .map(|d| rule(Role::Indices, d, Relation::AtMost, Role::Data, d));
+    match key.kind() {
+        OpKind::ScatterElements => off_axis
+            .chain((0..r).map(|d| rule(Role::Updates, d, Relation::AtLeast, Role::Indices, d)))
+            .chain((0..r).map(|d| rule(Role::Out, d, Relation::Equal, Role::Data, d)))
+            .collect(),
+        OpKind::GatherElements => off_axis
+            .chain((0..r).map(|d| rule(Role::Out, d, Relation::Equal, Role::Indices, d)))
+            .collect(),
+        OpKind::Gather => {
+            let q = key.index_rank();
+            (0..axis)
+                .map(|d| rule(Role::Out, d, Relation::Equal, Role::Data, d))
+                .chain((0..q).map(|j| rule(Role::Out, axis + j, Relation::Equal, Role::Indices, j)))
+                .chain(
+                    (axis + 1..r)
+                        .map(|d| rule(Role::Out, d + q - 1, Relation::Equal, Role::Data, d)),
+                )
+                .collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scatterjit_ir::{KernelKey, Meta, Op, Reduction};
+
+    /// `Op::validate` and the rules agree on every small shape combination of a few keys.
+    #[test]
+    fn shape_rules_agree_with_validation() {
+        let keys = [
+            KernelKey::scatter_elements(DType::F32, DType::I64, 2, 1, Reduction::Add, true)
+                .unwrap(),
+            KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap(),
+            KernelKey::gather(DType::F32, DType::I64, 2, 1, 1).unwrap(),
+            KernelKey::gather(DType::F32, DType::I64, 2, 2, 0).unwrap(),
+            KernelKey::gather(DType::F32, DType::I64, 1, 0, 0).unwrap(),
+        ];
+        for key in keys {
+            let roles = roles(&key);
+            let ranks: Vec<usize> = roles.iter().map(|r| r.1).collect();
+            let total: usize = ranks.iter().sum();
+            // Every assignment of dims in 0..3 to every dim of every operand.
+            for mut code in 0..3usize.pow(total as u32) {
+                let mut shapes: Vec<Vec<usize>> = Vec::new();
+                for &rank in &ranks {
+                    shapes.push(
+                        (0..rank)
+                            .map(|_| {
+                                let d = code % 3;
+                                code /= 3;
+                                d
+                            })
+                            .collect(),
+                    );
+                }
+                let shape = |role: Role| &shapes[roles.iter().position(|r| r.0 == role).unwrap()];
+                let holds = shape_rules(&key).iter().all(|rule| {
+                    let (a, b) = (
+                        shape(rule.tensor)[rule.dim],
+                        shape(rule.other)[rule.other_dim],
+                    );
+                    match rule.relation {
+                        Relation::AtMost => a <= b,
+                        Relation::AtLeast => a >= b,
+                        Relation::Equal => a == b,
+                    }
+                });
+                let op = match key.kind() {
+                    OpKind::ScatterElements => Op::ScatterElements {
+                        axis: key.axis() as i64,
+                        reduction: key.reduction(),
+                        use_init_val: key.use_init_val(),
+                    },
+                    OpKind::GatherElements => Op::GatherElements {
+                        axis: key.axis() as i64,
+                    },
+                    OpKind::Gather => Op::Gather {
+                        axis: key.axis() as i64,
+                    },
+                };
+                let updates = (key.kind() == OpKind::ScatterElements)
+                    .then(|| Meta::new(key.dtype(), shape(Role::Updates)));
+                let valid = op
+                    .validate(
+                        Meta::new(key.dtype(), shape(Role::Data)),
+                        Meta::new(key.index_dtype(), shape(Role::Indices)),
+                        updates,
+                    )
+                    .is_ok_and(|v| v.key == key && v.out_shape == *shape(Role::Out));
+                assert_eq!(holds, valid, "{key} with shapes {shapes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn dtype_codes_are_dlpack_codes() {
+        assert_eq!(dtype_code(DType::F32), Some(2 | 32 << 8 | 1 << 16));
+        assert_eq!(dtype_code(DType::BF16), Some(4 | 16 << 8 | 1 << 16));
+        assert_eq!(dtype_code(DType::U8), Some(1 | 8 << 8 | 1 << 16));
+        assert_eq!(dtype_code(DType::Complex64), Some(5 | 64 << 8 | 1 << 16));
+        assert_eq!(dtype_code(DType::String), None);
+        for &d in DType::ALL.iter().filter(|&&d| d != DType::String) {
+            assert_eq!(dtype_of_code(dtype_code(d).unwrap()), Some(d));
+        }
+    }
+}

@@ -1,0 +1,513 @@
+//! The C ABI of the shared library (declared in `include/scatterjit.h`): a kernel cache,
+//! kernels by key, and calls on caller-owned DLPack-style tensors ([`SjArgs`]).
+//!
+//! Every function catches panics (a panic is reported as [`Status::Internal`], never
+//! unwinds into C) and records the message of its failure in a thread-local string that
+//! [`sj_last_error`] returns. Descriptors are turned into the checked views of
+//! `crate::tensor`, so a call validates exactly as [`Kernel::run_into`] does.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use scatterjit_ir::{DType, Error as IrError, KernelKey, Meta, OpKind, MAX_RANK};
+
+use crate::cabi::{self, Role, SjArgs, SjTensor, Status, DEVICE_CPU};
+use crate::error::Error;
+use crate::kernel::Kernel;
+use crate::tensor::{TensorView, TensorViewMut};
+use crate::KernelCache;
+
+/// An opaque kernel cache (`sj_cache` in C).
+pub struct SjCache(KernelCache);
+
+/// An opaque handle to a compiled kernel (`sj_kernel` in C); it keeps the code alive.
+pub struct SjKernel(Arc<Kernel>);
+
+/// Why a call failed: the status returned and the message kept for [`sj_last_error`].
+struct Failure(Status, String);
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        let status = match &e {
+            Error::Invalid(invalid) => match invalid {
+                IrError::IndexOutOfBounds { .. } => Status::IndexOutOfBounds,
+                IrError::UnknownDType { .. }
+                | IrError::IndexDType { .. }
+                | IrError::DTypeMismatch { .. }
+                | IrError::UnsupportedDType { .. }
+                | IrError::UnsupportedReduction { .. } => Status::DType,
+                IrError::Rank { .. } => Status::Rank,
+                IrError::Overlap { .. } => Status::Overlap,
+                IrError::InvalidKey { .. }
+                | IrError::UnknownReduction { .. }
+                | IrError::AxisOutOfRange { .. } => Status::Key,
+                // Dims, sizes and views; any kind of invalid operand added later too.
+                _ => Status::Shape,
+            },
+            Error::LimitExceeded { .. } | Error::OutOfMemory { .. } => Status::Resource,
+            Error::Codegen { .. } | Error::Bench(_) => Status::Internal,
+        };
+        Failure(status, e.to_string())
+    }
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(message: &str) {
+    // Interior NULs cannot occur in our messages, but must not lose the message if they do.
+    let text = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|last| *last.borrow_mut() = text);
+}
+
+/// Runs `f`, turning its failure or panic into a status and the thread's last error.
+fn guard(function: &str, f: impl FnOnce() -> Result<(), Failure>) -> i32 {
+    let (status, message) = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => return Status::Ok as i32,
+        Ok(Err(Failure(status, message))) => (status, message),
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("panic");
+            (
+                Status::Internal,
+                format!("internal error: {what} (a bug in scatterjit)"),
+            )
+        }
+    };
+    set_last_error(&format!("{function}: {message}"));
+    status as i32
+}
+
+/// The message of the last failed call on this thread (empty if none failed yet). The
+/// string stays valid until the next failing call on this thread.
+#[no_mangle]
+pub extern "C" fn sj_last_error() -> *const c_char {
+    LAST_ERROR.with(|last| last.borrow().as_ptr())
+}
+
+/// A new, empty kernel cache; NULL only if it could not be created (see `sj_last_error`).
+#[no_mangle]
+pub extern "C" fn sj_cache_new() -> *mut SjCache {
+    let mut cache = std::ptr::null_mut();
+    guard("sj_cache_new", || {
+        cache = Box::into_raw(Box::new(SjCache(KernelCache::new())));
+        Ok(())
+    });
+    cache
+}
+
+/// Frees a cache made by `sj_cache_new` (NULL is ignored). Kernels taken from it stay valid.
+///
+/// # Safety
+/// `cache` is NULL or a pointer from `sj_cache_new` not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn sj_cache_free(cache: *mut SjCache) {
+    guard("sj_cache_free", || {
+        if !cache.is_null() {
+            // SAFETY: the caller passes a pointer from `Box::into_raw` in `sj_cache_new`,
+            // once.
+            drop(unsafe { Box::from_raw(cache) });
+        }
+        Ok(())
+    });
+}
+
+/// Looks up (compiling on first use) the kernel of the printed key `key`
+/// (`"scatter_elements.f32.i64.r2.a1.add"`) and stores a new handle in `*kernel`.
+///
+/// # Safety
+/// `cache` is NULL or a live cache; `key` is NULL or a NUL-terminated string; `kernel` is
+/// NULL or valid for one pointer write.
+#[no_mangle]
+pub unsafe extern "C" fn sj_kernel_get(
+    cache: *mut SjCache,
+    key: *const c_char,
+    kernel: *mut *mut SjKernel,
+) -> i32 {
+    guard("sj_kernel_get", || {
+        if cache.is_null() || key.is_null() || kernel.is_null() {
+            return Err(null_argument("cache, key and kernel"));
+        }
+        // SAFETY: non-null, and the caller promises a live cache and a C string.
+        let (cache, key) = unsafe { (&*cache, CStr::from_ptr(key)) };
+        let key: KernelKey = key
+            .to_str()
+            .map_err(|_| Failure(Status::Key, "the key is not UTF-8".into()))?
+            .parse()
+            .map_err(|e: IrError| Failure(Status::Key, e.to_string()))?;
+        let compiled = cache.0.get(&key)?;
+        // SAFETY: non-null, and the caller promises it is writable.
+        unsafe { *kernel = Box::into_raw(Box::new(SjKernel(compiled))) };
+        Ok(())
+    })
+}
+
+/// Frees a kernel handle (NULL is ignored).
+///
+/// # Safety
+/// `kernel` is NULL or a handle from `sj_kernel_get` not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn sj_kernel_free(kernel: *mut SjKernel) {
+    guard("sj_kernel_free", || {
+        if !kernel.is_null() {
+            // SAFETY: the caller passes a pointer from `Box::into_raw` in `sj_kernel_get`,
+            // once.
+            drop(unsafe { Box::from_raw(kernel) });
+        }
+        Ok(())
+    });
+}
+
+/// Runs `kernel` on the tensors of `args`, writing `args->out` (see `sj_args` in C for
+/// the rules on out and in-place scatter). Every index is checked before the first write:
+/// on error, out is unchanged; on a bad index its position is in `args->bad_index`.
+///
+/// # Safety
+/// `kernel` is NULL or a live handle; `args` is NULL or a valid `sj_args` whose non-NULL
+/// tensor pointers point to valid descriptors, each describing memory (every element its
+/// shape and strides reach) that is valid to read, and for `out` to write, during the call.
+#[no_mangle]
+pub unsafe extern "C" fn sj_kernel_run(kernel: *const SjKernel, args: *mut SjArgs) -> i32 {
+    guard("sj_kernel_run", || {
+        if kernel.is_null() || args.is_null() {
+            return Err(null_argument("kernel and args"));
+        }
+        // SAFETY: non-null and live by the caller's promise.
+        let (kernel, args) = unsafe { (&(*kernel).0, &mut *args) };
+        // SAFETY: forwarded from the caller's promise about the descriptors.
+        unsafe { run(kernel, args) }
+    })
+}
+
+fn null_argument(which: &str) -> Failure {
+    Failure(
+        Status::NullPointer,
+        format!("a NULL pointer among {which} (none may be NULL)"),
+    )
+}
+
+/// One descriptor, read and checked: its dtype, dims, strides and the bytes it reaches.
+struct Described {
+    dtype: DType,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    /// First byte any element reaches, and the bytes up to one past the last.
+    start: *mut u8,
+    len: usize,
+    /// Element offset of position 0 from `start`.
+    offset: usize,
+}
+
+impl Described {
+    fn bytes(&self) -> std::ops::Range<usize> {
+        let at = self.start as usize;
+        at..at + self.len
+    }
+}
+
+/// Reads the descriptor of `role` and checks it against the kernel's rank and dtype for
+/// that role.
+///
+/// # Safety
+/// `t` is NULL or points to a valid descriptor whose shape and strides arrays have `ndim`
+/// entries.
+unsafe fn describe(
+    t: *const SjTensor,
+    role: Role,
+    rank: usize,
+    dtype: DType,
+) -> Result<Described, Failure> {
+    let name = role.name();
+    if t.is_null() {
+        return Err(Failure(Status::NullPointer, format!("args.{name} is NULL")));
+    }
+    // SAFETY: non-null and valid by the caller's promise.
+    let t = unsafe { &*t };
+    if t.device_type != DEVICE_CPU {
+        return Err(Failure(
+            Status::Device,
+            format!(
+                "{name} is on device type {}, expected the CPU (1)",
+                t.device_type
+            ),
+        ));
+    }
+    let actual = cabi::dtype_of_code(t.dtype);
+    if actual != Some(dtype) {
+        let [code, bits, lanes_lo, lanes_hi] = t.dtype.to_le_bytes();
+        let got = actual.map_or_else(
+            || {
+                format!(
+                    "DLPack dtype (code {code}, bits {bits}, lanes {})",
+                    u16::from_le_bytes([lanes_lo, lanes_hi])
+                )
+            },
+            |d| d.to_string(),
+        );
+        return Err(Failure(
+            Status::DType,
+            format!("{name} has dtype {got}, the kernel takes {dtype}"),
+        ));
+    }
+    if usize::try_from(t.ndim) != Ok(rank) {
+        return Err(Failure(
+            Status::Rank,
+            format!("{name} has rank {}, the kernel takes {rank}", t.ndim),
+        ));
+    }
+    if rank > 0 && t.shape.is_null() {
+        return Err(Failure(
+            Status::NullPointer,
+            format!("{name}.shape is NULL"),
+        ));
+    }
+    let read = |p: *const i64| -> Vec<i64> {
+        if rank == 0 {
+            return Vec::new();
+        }
+        // SAFETY: non-null with `ndim` entries by the caller's promise.
+        unsafe { std::slice::from_raw_parts(p, rank) }.to_vec()
+    };
+    let dims = read(t.shape);
+    let mut shape = Vec::with_capacity(rank);
+    for (d, &n) in dims.iter().enumerate() {
+        shape.push(usize::try_from(n).map_err(|_| {
+            Failure(
+                Status::Shape,
+                format!("{name}.shape[{d}] = {n} is negative"),
+            )
+        })?);
+    }
+    let strides: Vec<isize> = if t.strides.is_null() {
+        scatterjit_ir::row_major_strides(&shape)
+            .iter()
+            .map(|&s| s as isize)
+            .collect()
+    } else {
+        read(t.strides).iter().map(|&s| s as isize).collect()
+    };
+    let too_far = || {
+        Failure(
+            Status::Shape,
+            format!("{name}: shape {shape:?} with strides {strides:?} reaches beyond any buffer"),
+        )
+    };
+    let size = dtype.size() as i128;
+    let mut described = Described {
+        dtype,
+        shape: shape.clone(),
+        strides: strides.clone(),
+        start: std::ptr::NonNull::<u8>::dangling().as_ptr(),
+        len: 0,
+        offset: 0,
+    };
+    if shape.contains(&0) {
+        return Ok(described);
+    }
+    if t.data.is_null() {
+        return Err(Failure(
+            Status::NullPointer,
+            format!("{name}.data is NULL but it has elements"),
+        ));
+    }
+    // Lowest and highest element offsets reached, as in `TensorView::new`.
+    let (mut lo, mut hi) = (0i128, 0i128);
+    for (&d, &s) in shape.iter().zip(&strides) {
+        let reach = (d as i128 - 1) * s as i128;
+        if reach < 0 {
+            lo += reach;
+        } else {
+            hi += reach;
+        }
+    }
+    let first = t.byte_offset as i128 + lo * size;
+    let len = (hi - lo + 1) * size;
+    if len > isize::MAX as i128 || first.abs() > isize::MAX as i128 {
+        return Err(too_far());
+    }
+    described.start = t.data.wrapping_offset(first as isize);
+    described.len = len as usize;
+    described.offset = (-lo) as usize;
+    Ok(described)
+}
+
+/// Validates `args` against `kernel` and runs it.
+///
+/// # Safety
+/// As [`sj_kernel_run`].
+unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
+    let key = *kernel.key();
+    let mut described = Vec::new();
+    for (role, rank) in cabi::roles(&key) {
+        let pointer = match role {
+            Role::Data => args.data,
+            Role::Indices => args.indices,
+            Role::Updates => args.updates,
+            Role::Out => args.out,
+        };
+        let dtype = match role {
+            Role::Indices => key.index_dtype(),
+            _ => key.dtype(),
+        };
+        // SAFETY: forwarded from the caller's promise.
+        described.push((role, unsafe { describe(pointer, role, rank, dtype)? }));
+    }
+    let get = |role: Role| {
+        described
+            .iter()
+            .find(|d| d.0 == role)
+            .map(|d| &d.1)
+            .expect("every role of the key is described")
+    };
+    // Shapes first (as the op states them), then memory.
+    fn meta(d: &Described) -> Meta<'_> {
+        Meta::new(d.dtype, &d.shape)
+    }
+    let updates_meta = (key.kind() == OpKind::ScatterElements).then(|| meta(get(Role::Updates)));
+    let out_shape = kernel.validate_meta(
+        meta(get(Role::Data)),
+        meta(get(Role::Indices)),
+        updates_meta,
+    )?;
+    kernel.check_out(meta(get(Role::Out)), &out_shape)?;
+    let out = get(Role::Out);
+    let data = get(Role::Data);
+    let in_place = key.kind() == OpKind::ScatterElements
+        && out.start == data.start
+        && out.len == data.len
+        && out.offset == data.offset
+        && out.shape == data.shape
+        && out.strides == data.strides;
+    for (role, input) in described.iter().filter(|d| d.0 != Role::Out) {
+        let shared = out.len > 0
+            && input.len > 0
+            && out.bytes().start < input.bytes().end
+            && input.bytes().start < out.bytes().end;
+        if shared && !(in_place && *role == Role::Data) {
+            return Err(Failure(
+                Status::Overlap,
+                format!("out shares memory with {}", role.name()),
+            ));
+        }
+    }
+
+    let view = |d: &Described| -> Result<TensorView<'_>, Failure> {
+        // SAFETY: the caller promises the `len` bytes from `start` (every element the
+        // descriptor reaches) are readable during the call; out, the only tensor written,
+        // shares none of them (checked above) unless the call is in place, where data is
+        // not viewed.
+        let bytes = unsafe { std::slice::from_raw_parts(d.start as *const u8, d.len) };
+        TensorView::new(d.dtype, &d.shape, &d.strides, d.offset, bytes)
+            .map_err(|e| Failure::from(Error::from(e)))
+    };
+    // SAFETY: the caller promises out's bytes are writable during the call; no other view
+    // of this call covers them (see above).
+    let out_bytes = unsafe { std::slice::from_raw_parts_mut(out.start, out.len) };
+    let mut out_view =
+        TensorViewMut::new(out.dtype, &out.shape, &out.strides, out.offset, out_bytes)
+            .map_err(|e| Failure(Status::Overlap, format!("out: {e}")))?;
+    let indices = view(get(Role::Indices))?;
+    let updates = match key.kind() {
+        OpKind::ScatterElements => Some(view(get(Role::Updates))?),
+        _ => None,
+    };
+    let result = if in_place {
+        let updates = updates.as_ref().expect("scatter has updates");
+        kernel.scatter_in_place(&mut out_view, &indices, updates)
+    } else {
+        let data = view(data)?;
+        kernel.run_into(&mut out_view, &data, &indices, updates.as_ref())
+    };
+    if let Err(Error::Invalid(IrError::IndexOutOfBounds { position, .. })) = &result {
+        for (slot, &p) in args
+            .bad_index
+            .iter_mut()
+            .zip(position.iter().take(MAX_RANK))
+        {
+            *slot = p as i64;
+        }
+    }
+    result.map_err(Failure::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panics_become_internal_errors() {
+        let status = guard("sj_test", || panic!("boom"));
+        assert_eq!(status, Status::Internal as i32);
+        // SAFETY: sj_last_error returns this thread's NUL-terminated message.
+        let message = unsafe { CStr::from_ptr(sj_last_error()) };
+        let message = message.to_str().unwrap();
+        assert!(
+            message.starts_with("sj_test: internal error: boom"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn status_codes_match_the_header() {
+        let header = include_str!("../include/scatterjit_abi.h");
+        for status in Status::ALL {
+            let line = format!("#define {} {}", status.c_name(), status as i32);
+            assert!(header.contains(&line), "{line}");
+        }
+        for &d in DType::ALL.iter().filter(|&&d| d != DType::String) {
+            let code = cabi::dtype_code(d).unwrap();
+            let line = format!(
+                "#define SJ_DTYPE_{} SJ_DTYPE({}, {})",
+                d.name().to_uppercase(),
+                code & 0xff,
+                (code >> 8) & 0xff
+            );
+            assert!(header.contains(&line), "{line}");
+        }
+    }
+
+    #[test]
+    fn layouts_match_the_header() {
+        use std::mem::{offset_of, size_of};
+        let header = include_str!("../include/scatterjit_abi.h");
+        let facts = [
+            ("offsetof(sj_tensor, data)", offset_of!(SjTensor, data)),
+            (
+                "offsetof(sj_tensor, device)",
+                offset_of!(SjTensor, device_type),
+            ),
+            ("offsetof(sj_tensor, ndim)", offset_of!(SjTensor, ndim)),
+            ("offsetof(sj_tensor, dtype)", offset_of!(SjTensor, dtype)),
+            ("offsetof(sj_tensor, shape)", offset_of!(SjTensor, shape)),
+            (
+                "offsetof(sj_tensor, strides)",
+                offset_of!(SjTensor, strides),
+            ),
+            (
+                "offsetof(sj_tensor, byte_offset)",
+                offset_of!(SjTensor, byte_offset),
+            ),
+            ("sizeof(sj_tensor)", size_of::<SjTensor>()),
+            ("offsetof(sj_args, data)", offset_of!(SjArgs, data)),
+            ("offsetof(sj_args, indices)", offset_of!(SjArgs, indices)),
+            ("offsetof(sj_args, updates)", offset_of!(SjArgs, updates)),
+            ("offsetof(sj_args, out)", offset_of!(SjArgs, out)),
+            (
+                "offsetof(sj_args, bad_index)",
+                offset_of!(SjArgs, bad_index),
+            ),
+            ("sizeof(sj_args)", size_of::<SjArgs>()),
+        ];
+        for (expr, value) in facts {
+            let line = format!("_Static_assert({expr} == {value},");
+            assert!(header.contains(&line), "{line}");
+        }
+        assert!(header.contains(&format!("#define SJ_MAX_RANK {MAX_RANK}")));
+    }
+}

@@ -1,0 +1,140 @@
+//! The C ABI of the shared library, called from C: `tests/c/capi_test.c` (and the README's
+//! example) link against the `cdylib` cargo built beside this test, and every case they
+//! print is compared with the reference interpreter; misuse must return its status and a
+//! message that names the problem.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::c_harness::{check, check_example, compile, parse, root, run, scratch};
+
+/// The cases of `tests/c/capi_test.c` and the kernel each calls.
+const CASES: &[(&str, &str)] = &[
+    ("scatter_add", "scatter_elements.f32.i64.r2.a1.add"),
+    ("scatter_in_place", "scatter_elements.f32.i64.r2.a1.add"),
+    (
+        "scatter_mean_noinit",
+        "scatter_elements.f32.i64.r2.a1.mean.noinit",
+    ),
+    ("gather_elements_strided", "gather_elements.f32.i64.r2.a1"),
+    ("gather_rows", "gather.f32.i64.r2.q2.a0"),
+    ("gather_bad_index", "gather.f32.i64.r2.q2.a0"),
+    ("scatter_bad_index", "scatter_elements.f32.i64.r2.a1.add"),
+];
+
+/// The misuse calls of `tests/c/capi_test.c`: status, and words its message must contain.
+const MISUSES: &[(&str, i32, &[&str])] = &[
+    ("get_null_cache", 1, &["sj_kernel_get", "NULL"]),
+    ("get_null_key", 1, &["sj_kernel_get", "NULL"]),
+    ("get_null_out", 1, &["sj_kernel_get", "NULL"]),
+    ("get_bad_key", 8, &["gather.f32.i64.r2.a0"]),
+    ("get_bad_axis", 8, &["axis 5"]),
+    ("run_null_kernel", 1, &["sj_kernel_run", "NULL"]),
+    ("run_null_args", 1, &["sj_kernel_run", "NULL"]),
+    ("null_tensor", 1, &["args.indices is NULL"]),
+    ("wrong_dtype", 3, &["indices", "i32", "i64"]),
+    ("wrong_rank", 4, &["out", "rank 1"]),
+    ("wrong_out_shape", 5, &["output", "[3, 5]"]),
+    (
+        "updates_smaller_than_indices",
+        5,
+        &["updates.shape[0] = 2", ">="],
+    ),
+    ("negative_dim", 5, &["indices.shape[1] = -2"]),
+    ("null_data", 1, &["data.data is NULL"]),
+    ("not_cpu", 2, &["out", "device type 2"]),
+    (
+        "out_overlaps_updates",
+        7,
+        &["out shares memory with updates"],
+    ),
+    ("out_overlaps_itself", 7, &["overlap"]),
+];
+
+/// The shared library cargo built for this test run: beside the test executable (in
+/// `deps/`) or one directory up.
+fn cdylib() -> PathBuf {
+    let name = format!(
+        "{}scatterjit{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    );
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let deps = exe.parent().expect("the deps directory");
+    [deps.join(&name), deps.join("..").join(&name)]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{name} is not beside {} (crate-type cdylib)", exe.display()))
+}
+
+/// Compiles `source` (in tests/c) against include/ and the shared library.
+fn build(source: &str, dir: &std::path::Path) -> PathBuf {
+    let library = cdylib();
+    let binary = dir.join(source.trim_end_matches(".c"));
+    let lib_dir = library.parent().expect("the library's directory");
+    let rpath = PathBuf::from(format!("-Wl,-rpath,{}", lib_dir.display()));
+    compile(
+        &[&root().join("tests/c").join(source)],
+        &[&root().join("include"), &root().join("tests/c")],
+        &[&library, &rpath],
+        &binary,
+    );
+    binary
+}
+
+#[test]
+fn c_calls_the_shared_library() {
+    let dir = scratch("capi");
+    let binary = build("capi_test.c", &dir);
+    let output = run(&mut Command::new(&binary));
+    let (cases, misuses) = parse(&output);
+    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    let expected: Vec<&str> = CASES.iter().map(|c| c.0).collect();
+    assert_eq!(names, expected, "{output}");
+    for case in &cases {
+        let key = CASES
+            .iter()
+            .find(|c| c.0 == case.name)
+            .expect("a known case")
+            .1;
+        check(case, &key.parse().expect("a key"));
+    }
+    assert_eq!(misuses.len(), MISUSES.len(), "{output}");
+    for (words, (what, status, mentions)) in misuses.iter().zip(MISUSES) {
+        assert_eq!(words[0], *what, "{output}");
+        assert_eq!(words[1], status.to_string(), "{what}: status ({output})");
+        assert_eq!(words[2], "unchanged", "{what}: out must be unchanged");
+        assert_eq!(words[3], "|");
+        let message = words[4..].join(" ");
+        for m in *mentions {
+            assert!(
+                message.contains(m),
+                "{what}: {message:?} does not mention {m:?}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The README's example is `tests/c/capi_example.c`, and it prints what the interpreter
+/// computes.
+#[test]
+fn the_readme_example_runs() {
+    let example = std::fs::read_to_string(root().join("tests/c/capi_example.c")).expect("example");
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    assert!(
+        readme.contains(&format!("```c\n{example}```")),
+        "README.md must show tests/c/capi_example.c verbatim"
+    );
+    let dir = scratch("capi-example");
+    let binary = build("capi_example.c", &dir);
+    let out = Command::new(&binary).output().expect("run the example");
+    assert!(out.status.success(), "{out:?}");
+    check_example(&String::from_utf8(out.stdout).expect("UTF-8"));
+    let stderr = String::from_utf8(out.stderr).expect("UTF-8");
+    assert!(
+        stderr.contains("gather: index 3 at indices[1] is out of bounds"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
