@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use scatterjit_ir::{
-    unravel, Coord, Error as IrError, KernelKey, LoopNest, Op, OpKind, Operand, PassKind, Plan,
-    Tensor, TensorRole, OPERAND_SLOTS,
+    unravel, Coord, DType, Error as IrError, KernelKey, LoopNest, Op, OpKind, Operand, PassKind,
+    Plan, Tensor, TensorRole, OPERAND_SLOTS,
 };
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_OK};
@@ -22,6 +22,12 @@ use crate::tensor::{RawOperand, TensorView, TensorViewMut};
 
 /// A compiled kernel: native code for every pass of one [`KernelKey`]. Its code stays
 /// mapped as long as any handle (`Arc<Kernel>`) to it lives.
+///
+/// Kernels work on byte views, so none exists for a string key: [`Kernel::compile`] (and
+/// so [`crate::KernelCache::get`]) refuses one with
+/// [`UnsupportedDType`](scatterjit_ir::Error::UnsupportedDType). String tensors go through
+/// [`crate::run`] and the other owned-tensor functions, which run these kernels on integer
+/// handles of the strings.
 pub struct Kernel {
     plan: Plan,
     /// Per pass of the plan (same order), per [`Variant`] (in `Variant::ALL` order): the
@@ -221,6 +227,7 @@ impl Kernel {
     /// other passes and variants (strided operands, the compiled copy and check) compile on
     /// first use. Prefer [`crate::KernelCache::get`], which compiles each key once.
     pub fn compile(key: KernelKey) -> Result<Kernel> {
+        refuse_strings(&key)?;
         let start = Instant::now();
         let plan = Plan::new(key);
         let kernel = Kernel {
@@ -242,6 +249,7 @@ impl Kernel {
     /// Compiles every pass of `key` in both variants and returns their text: CLIF as
     /// built, CLIF optimized, machine code.
     pub fn listings(key: KernelKey) -> Result<Vec<Listing>> {
+        refuse_strings(&key)?;
         let plan = Plan::new(key);
         let mut out = Vec::new();
         for nest in &plan.passes {
@@ -620,6 +628,17 @@ impl Kernel {
     }
 }
 
+/// Kernels move bytes; strings have none (see [`Kernel`]).
+fn refuse_strings(key: &KernelKey) -> Result<()> {
+    if key.dtype() == DType::String {
+        return Err(Error::Invalid(IrError::UnsupportedDType {
+            op: key.kind(),
+            dtype: key.dtype(),
+        }));
+    }
+    Ok(())
+}
+
 /// The parameter block of `nest` for these operands (see `crate::abi`), and the loop order
 /// chosen: `order[n]` is the domain dim that loop `n` walks.
 ///
@@ -722,7 +741,6 @@ fn read_index(indices: &TensorView<'_>, position: &[usize]) -> i128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scatterjit_ir::DType;
 
     fn loop_order(data_strides: &[isize], index_strides: &[isize]) -> Vec<usize> {
         let key = KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap();

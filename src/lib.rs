@@ -27,6 +27,7 @@ mod jit;
 mod kernel;
 mod mean;
 pub mod npy;
+mod strings;
 mod tensor;
 
 pub use api::{explain, gather, gather_elements, run, scatter_, scatter_elements};

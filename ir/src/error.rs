@@ -91,7 +91,8 @@ pub enum Error {
         /// The dtype.
         dtype: DType,
     },
-    /// A dtype this build cannot compute with for this op.
+    /// A dtype with no kernel over byte views: strings, which the owned-tensor functions
+    /// run instead (`scatterjit::run` and friends).
     UnsupportedDType {
         /// The op.
         op: OpKind,
@@ -129,6 +130,13 @@ pub enum Error {
         tensor: TensorRole,
         /// What is wrong.
         reason: String,
+    },
+    /// A list of elements whose length does not match the shape it is given.
+    ElementCount {
+        /// Elements the shape has.
+        expected: usize,
+        /// Elements given.
+        actual: usize,
     },
     /// A bool element whose byte is neither 0 nor 1.
     InvalidBool {
@@ -191,7 +199,10 @@ impl fmt::Display for Error {
                 dtype,
             } => write!(f, "{op}: reduction {reduction} is not supported for dtype {dtype}"),
             Error::UnsupportedDType { op, dtype } => {
-                write!(f, "{op}: dtype {dtype} is not supported by this op yet")
+                write!(
+                    f,
+                    "{op}: no kernel over byte views takes dtype {dtype} (pass {dtype} tensors to the owned-tensor functions, such as scatterjit::run)"
+                )
             }
             Error::IndexOutOfBounds {
                 op,
@@ -215,6 +226,10 @@ impl fmt::Display for Error {
                 "buffer has {actual} bytes, but its dtype and shape need {expected}"
             ),
             Error::InvalidView { tensor, reason } => write!(f, "invalid view of {tensor}: {reason}"),
+            Error::ElementCount { expected, actual } => write!(
+                f,
+                "{actual} elements given, but the shape has {expected}"
+            ),
             Error::InvalidBool { offset, byte } => write!(
                 f,
                 "bool element {offset} has byte {byte}, expected 0 or 1"
