@@ -3,11 +3,12 @@
 
 use std::fmt::Write as _;
 
-use scatterjit_ir::{KernelKey, Op, Plan, Reduction, Tensor};
+use scatterjit_ir::{DType, KernelKey, Op, Plan, Reduction, Tensor};
 
 use crate::cache::KernelCache;
 use crate::error::Result;
 use crate::kernel::Kernel;
+use crate::strings;
 use crate::tensor::{TensorView, TensorViewMut};
 
 /// Runs `op` out of place on owned tensors with the process-wide kernel cache.
@@ -22,8 +23,25 @@ use crate::tensor::{TensorView, TensorViewMut};
 /// assert_eq!(out.to_vec::<f32>()?, [1.0, 1.2, 2.3, 3.4, 2.3, 3.4, 4.5, 5.7]);
 /// # Ok::<(), scatterjit::Error>(())
 /// ```
+///
+/// String tensors work with the gather ops and with ScatterElements whose reduction is
+/// `none`; the strings travel through the same compiled kernels as integer handles.
+///
+/// ```
+/// use scatterjit::{Op, Reduction, Tensor};
+/// let data = Tensor::from_strings(&[3], ["a", "b", "c"])?;
+/// let indices = Tensor::from_slice(&[2], &[-1i64, 0])?;
+/// let updates = Tensor::from_strings(&[2], ["zé", "日本"])?;
+/// let op = Op::ScatterElements { axis: 0, reduction: Reduction::None, use_init_val: true };
+/// let out = scatterjit::run(&op, &data, &indices, Some(&updates))?;
+/// assert_eq!(out.strings()?, ["日本", "b", "zé"]);
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
 pub fn run(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -> Result<Tensor> {
     let validated = op.validate(data.meta(), indices.meta(), updates.map(|u| u.meta()))?;
+    if validated.key.dtype() == DType::String {
+        return strings::run(op, data, indices, updates);
+    }
     let kernel = KernelCache::global().get(&validated.key)?;
     let updates = updates.map(TensorView::from);
     kernel.run(&data.into(), &indices.into(), updates.as_ref())
@@ -89,7 +107,9 @@ pub fn gather(data: &Tensor, indices: &Tensor, axis: i64) -> Result<Tensor> {
 /// updates `data` in place. `src` may be larger than `index` (only the part `index` covers
 /// is read) or a broadcast scalar (a view with all strides zero, see [`TensorView::new`]).
 /// Unlike PyTorch, negative indices are accepted and count from the back. Every index is
-/// checked before the first write: on error `data` is unchanged.
+/// checked before the first write: on error `data` is unchanged. Views hold no strings, so
+/// string tensors take [`scatter_elements`] instead (here they are an
+/// [`UnsupportedDType`](scatterjit_ir::Error::UnsupportedDType) error).
 ///
 /// ```
 /// use scatterjit::{Reduction, Tensor, TensorView, TensorViewMut};

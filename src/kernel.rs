@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 
 use scatterjit_ir::{
-    checked_nbytes, unravel, Combine, Coord, Error as IrError, KernelKey, LoopNest, Meta, Op,
-    OpKind, Operand, PassKind, Plan, Tensor, TensorRole, OPERAND_SLOTS,
+    checked_nbytes, unravel, Combine, Coord, DType, Error as IrError, KernelKey, LoopNest, Meta,
+    Op, OpKind, Operand, PassKind, Plan, Tensor, TensorRole, OPERAND_SLOTS,
 };
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_OK};
@@ -24,6 +24,12 @@ use crate::tensor::{self, RawOperand, TensorView, TensorViewMut};
 
 /// A compiled kernel: native code for every pass of one [`KernelKey`]. Its code stays
 /// mapped as long as any handle (`Arc<Kernel>`) to it lives.
+///
+/// Kernels work on byte views, so none exists for a string key: [`Kernel::compile`] (and
+/// so [`crate::KernelCache::get`]) refuses one with
+/// [`UnsupportedDType`](scatterjit_ir::Error::UnsupportedDType). String tensors go through
+/// [`crate::run`] and the other owned-tensor functions, which run these kernels on integer
+/// handles of the strings.
 pub struct Kernel {
     plan: Plan,
     /// Per pass of the plan (same order), per [`Variant`] (in `Variant::ALL` order): the
@@ -275,6 +281,7 @@ impl Kernel {
     /// other passes and variants (strided operands, the compiled copy and check) compile on
     /// first use. Prefer [`crate::KernelCache::get`], which compiles each key once.
     pub fn compile(key: KernelKey) -> Result<Kernel> {
+        refuse_strings(&key)?;
         let start = Instant::now();
         let plan = Plan::new(key);
         let kernel = Kernel {
@@ -296,6 +303,7 @@ impl Kernel {
     /// Compiles every pass of `key` in both variants and returns their text: CLIF as
     /// built, CLIF optimized, machine code.
     pub fn listings(key: KernelKey) -> Result<Vec<Listing>> {
+        refuse_strings(&key)?;
         let plan = Plan::new(key);
         let mut out = Vec::new();
         for nest in &plan.passes {
@@ -804,6 +812,17 @@ impl Kernel {
     }
 }
 
+/// Kernels move bytes; strings have none (see [`Kernel`]).
+fn refuse_strings(key: &KernelKey) -> Result<()> {
+    if key.dtype() == DType::String {
+        return Err(Error::Invalid(IrError::UnsupportedDType {
+            op: key.kind(),
+            dtype: key.dtype(),
+        }));
+    }
+    Ok(())
+}
+
 /// The parameter block of `nest` for these operands (see `crate::abi`), and the loop order
 /// chosen: `order[n]` is the domain dim that loop `n` walks.
 ///
@@ -906,7 +925,7 @@ fn read_index(indices: &TensorView<'_>, position: &[usize]) -> i128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scatterjit_ir::{DType, Reduction};
+    use scatterjit_ir::Reduction;
 
     fn loop_order(data_strides: &[isize], index_strides: &[isize]) -> Vec<usize> {
         let key = KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap();

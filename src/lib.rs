@@ -32,6 +32,7 @@ mod kernel;
 mod mean;
 pub mod npy;
 mod partials;
+mod strings;
 mod tensor;
 
 pub use alloc::{limits, set_limits, with_limits, Buffer, Limits};

@@ -4,7 +4,7 @@
 //! dtypes in [`DType`]'s table (`<V2` reads as bfloat16, which is how numpy saves an
 //! `ml_dtypes.bfloat16` array). The payload is read in one piece into a buffer of exactly the
 //! size the header announces, which becomes the tensor's storage: no per-element conversion
-//! and no copy.
+//! and no copy. Unicode arrays (`<U{n}`) are the exception: they become string tensors.
 //!
 //! Decisions a user should know:
 //! - The header is parsed here rather than by `npyz::NpyHeader`: npyz allocates whatever
@@ -17,8 +17,14 @@
 //!   requires); a key given twice is refused rather than letting the last one win.
 //! - Byte order: `<`, `=` (and `|` for one-byte types) as [`DType::from_npy_descr`] accepts;
 //!   one-byte types written with `>` (`>u1`) are accepted too, since numpy reads them as the
-//!   same type. Big-endian multi-byte types are refused, as are strings (`<U…`, `|S…`),
+//!   same type. Big-endian multi-byte types are refused, as are byte strings (`|S…`),
 //!   structured dtypes and Fortran-order arrays.
+//! - Unicode arrays (`<U{n}`, `=U{n}`, and big-endian `>U{n}`) are read as string tensors:
+//!   each element is `n` UTF-32 code units, and trailing NULs are dropped as numpy does (so
+//!   a string that ends in NUL characters does not survive a round trip). A unit that is
+//!   not a Unicode scalar value is an error naming the element. numpy never writes `U0`,
+//!   which is refused. Writing a string tensor takes any unicode descr for its byte order
+//!   and writes the width of the longest string in code points (at least 1), as numpy does.
 //! - The byte size of the shape is checked against the bytes actually left in the file
 //!   before anything is allocated, and bytes after the payload are an error.
 //! - [`NpyArray::descr`] keeps the descr string exactly as read, so a result can be written
@@ -28,6 +34,7 @@
 //!   removed. The new file gets default permissions, and a symbolic link at the target path
 //!   is replaced by a regular file (the link's target is left alone).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Cursor, Read, Seek, SeekFrom, Write};
@@ -119,7 +126,7 @@ pub enum NpyErrorKind {
         /// The descr.
         descr: String,
     },
-    /// A string dtype (`<U…`, `|S…`); string tensors are not supported yet.
+    /// A byte-string dtype (`|S…`); text must be saved as unicode (`<U…`).
     StringDType {
         /// The descr.
         descr: String,
@@ -151,6 +158,16 @@ pub enum NpyErrorKind {
         offset: usize,
         /// The byte.
         byte: u8,
+    },
+    /// A unicode element holding a code unit that is not a Unicode scalar value (a
+    /// surrogate, or above U+10FFFF).
+    InvalidCodePoint {
+        /// The element's flat (row-major) position.
+        offset: usize,
+        /// The character's position in the element.
+        index: usize,
+        /// The code unit.
+        value: u32,
     },
     /// The payload's buffer could not be allocated.
     OutOfMemory {
@@ -205,7 +222,7 @@ impl fmt::Display for NpyErrorKind {
             NpyErrorKind::StringDType { descr } => {
                 write!(
                     f,
-                    "string tensors are not supported yet (dtype '{}')",
+                    "byte-string dtype '{}' is not supported (save text as a unicode array, dtype '<U')",
                     Printable(descr)
                 )
             }
@@ -234,6 +251,14 @@ impl fmt::Display for NpyErrorKind {
             NpyErrorKind::InvalidBool { offset, byte } => {
                 write!(f, "bool element {offset} has byte {byte}, expected 0 or 1")
             }
+            NpyErrorKind::InvalidCodePoint {
+                offset,
+                index,
+                value,
+            } => write!(
+                f,
+                "string element {offset} has 0x{value:X} at character {index}, which is not a unicode scalar value"
+            ),
             NpyErrorKind::OutOfMemory { bytes } => {
                 write!(f, "cannot allocate {bytes} bytes for the payload")
             }
@@ -433,7 +458,11 @@ fn read_stream<R: Read + Seek>(mut r: R) -> KindResult<NpyArray> {
             })
         }
     };
-    let dtype = lookup_descr(&descr).ok_or_else(|| unsupported_descr(&descr))?;
+    let stored = match unicode_descr(&descr) {
+        Some(unicode) if unicode.width > 0 => Stored::Unicode(unicode),
+        Some(_) => return Err(NpyErrorKind::UnsupportedDType { descr }),
+        None => Stored::Fixed(lookup_descr(&descr).ok_or_else(|| unsupported_descr(&descr))?),
+    };
     if header.fortran_order {
         return Err(NpyErrorKind::FortranOrder);
     }
@@ -447,7 +476,11 @@ fn read_stream<R: Read + Seek>(mut r: R) -> KindResult<NpyArray> {
         .map(|&d| usize::try_from(d))
         .collect::<Result<_, _>>()
         .map_err(|_| overflow())?;
-    let nbytes = checked_nbytes(dtype, &shape).map_err(|_| overflow())?;
+    let nbytes = match stored {
+        Stored::Fixed(dtype) => checked_nbytes(dtype, &shape).ok(),
+        Stored::Unicode(unicode) => unicode.nbytes(&shape),
+    }
+    .ok_or_else(overflow)?;
     let expected = nbytes as u64;
     if expected > left {
         return Err(NpyErrorKind::Truncated {
@@ -487,13 +520,149 @@ fn read_stream<R: Read + Seek>(mut r: R) -> KindResult<NpyArray> {
             actual: expected + 1,
         });
     }
-    let tensor = Tensor::from_bytes(dtype, shape, data).map_err(|e| match e {
-        scatterjit_ir::Error::InvalidBool { offset, byte } => {
-            NpyErrorKind::InvalidBool { offset, byte }
-        }
-        other => NpyErrorKind::Tensor(other),
-    })?;
+    let tensor = match stored {
+        Stored::Fixed(dtype) => Tensor::from_bytes(dtype, shape, data).map_err(|e| match e {
+            scatterjit_ir::Error::InvalidBool { offset, byte } => {
+                NpyErrorKind::InvalidBool { offset, byte }
+            }
+            other => NpyErrorKind::Tensor(other),
+        })?,
+        Stored::Unicode(unicode) => unicode.decode(&shape, &data)?,
+    };
     Ok(NpyArray { tensor, descr })
+}
+
+/// How the payload stores one element.
+#[derive(Clone, Copy)]
+enum Stored {
+    /// The bytes of a dtype of the table.
+    Fixed(DType),
+    /// numpy's fixed-width unicode, read as a string.
+    Unicode(Unicode),
+}
+
+/// numpy's `U{width}`: `width` UTF-32 code units per element, NUL-padded at the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Unicode {
+    width: usize,
+    big_endian: bool,
+}
+
+/// The unicode layout of `descr` (`<U5`; `=` and `|` read as `<`, `>` is big-endian; no
+/// digits is width 0), or `None` if it is not a unicode descr. A width beyond `usize`
+/// saturates, so the payload size overflows and the shape is reported.
+fn unicode_descr(descr: &str) -> Option<Unicode> {
+    let big_endian = match descr.as_bytes().first()? {
+        b'<' | b'=' | b'|' => false,
+        b'>' => true,
+        _ => return None,
+    };
+    let digits = descr[1..].strip_prefix('U')?;
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(Unicode {
+        width: if digits.is_empty() {
+            0
+        } else {
+            digits.parse().unwrap_or(usize::MAX)
+        },
+        big_endian,
+    })
+}
+
+impl Unicode {
+    /// Payload bytes of `shape`, if they and one element's bytes fit in memory.
+    fn nbytes(self, shape: &[usize]) -> Option<usize> {
+        let element = self.width.checked_mul(4)?;
+        scatterjit_ir::checked_numel(shape)
+            .ok()?
+            .checked_mul(element)
+            .filter(|&n| n <= isize::MAX as usize)
+    }
+
+    /// The string tensor of `shape` stored in `payload` (of exactly [`Unicode::nbytes`]).
+    fn decode(self, shape: &[usize], payload: &[u8]) -> KindResult<Tensor> {
+        let numel = payload.len() / (4 * self.width);
+        let mut values: Vec<String> = Vec::new();
+        values
+            .try_reserve_exact(numel)
+            .map_err(|_| NpyErrorKind::OutOfMemory {
+                bytes: numel.saturating_mul(std::mem::size_of::<String>()),
+            })?;
+        for (offset, element) in payload.chunks_exact(4 * self.width).enumerate() {
+            let units = element.chunks_exact(4).map(|b| {
+                let b = [b[0], b[1], b[2], b[3]];
+                if self.big_endian {
+                    u32::from_be_bytes(b)
+                } else {
+                    u32::from_le_bytes(b)
+                }
+            });
+            let len = units
+                .clone()
+                .rposition(|u| u != 0)
+                .map_or(0, |last| last + 1);
+            let text = units
+                .take(len)
+                .enumerate()
+                .map(|(index, value)| {
+                    char::from_u32(value).ok_or(NpyErrorKind::InvalidCodePoint {
+                        offset,
+                        index,
+                        value,
+                    })
+                })
+                .collect::<KindResult<String>>()?;
+            values.push(text);
+        }
+        Tensor::from_strings(shape, values).map_err(NpyErrorKind::Tensor)
+    }
+
+    /// `strings` as `shape`'s payload; the width is the longest string's (at least 1).
+    fn encode(
+        big_endian: bool,
+        shape: &[usize],
+        strings: &[String],
+    ) -> KindResult<(Unicode, Vec<u8>)> {
+        let width = strings
+            .iter()
+            .map(|s| s.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let unicode = Unicode { width, big_endian };
+        let descr = unicode.descr();
+        let nbytes = unicode
+            .nbytes(shape)
+            .ok_or_else(|| NpyErrorKind::ShapeOverflow {
+                shape: shape.iter().map(|&d| d as u64).collect(),
+                descr: descr.clone(),
+            })?;
+        let mut payload = Vec::new();
+        payload
+            .try_reserve_exact(nbytes)
+            .map_err(|_| NpyErrorKind::OutOfMemory { bytes: nbytes })?;
+        for s in strings {
+            let end = payload.len() + 4 * width;
+            for c in s.chars() {
+                let unit = u32::from(c);
+                payload.extend_from_slice(&if big_endian {
+                    unit.to_be_bytes()
+                } else {
+                    unit.to_le_bytes()
+                });
+            }
+            payload.resize(end, 0);
+        }
+        Ok((unicode, payload))
+    }
+
+    /// The descr numpy writes for this layout (`<U5`, `>U5`).
+    fn descr(self) -> String {
+        let order = if self.big_endian { '>' } else { '<' };
+        format!("{order}U{}", self.width)
+    }
 }
 
 /// Fills `buf` as far as the reader allows; returns the number of bytes read.
@@ -994,15 +1163,31 @@ impl LitParser<'_> {
 // ---------------------------------------------------------------------------------------------
 // Writing
 
-/// The header (preamble and padded dict text) of an array of `dtype` and `shape`, written
-/// with `descr`. Version 1.0 unless the text needs more than 65535 bytes (then 2.0).
-fn header_bytes(dtype: DType, shape: &[usize], descr: &str) -> KindResult<Vec<u8>> {
-    if lookup_descr(descr) != Some(dtype) {
-        return Err(NpyErrorKind::DescrMismatch {
-            descr: descr.to_string(),
-            dtype,
-        });
+/// The header and payload of `tensor` written with `descr`, which must describe its dtype.
+/// A string tensor's payload is encoded here; any other tensor's is its bytes.
+fn encode<'a>(tensor: &'a Tensor, descr: &str) -> KindResult<(Vec<u8>, Cow<'a, [u8]>)> {
+    let dtype = tensor.dtype();
+    let mismatch = || NpyErrorKind::DescrMismatch {
+        descr: descr.to_string(),
+        dtype,
+    };
+    if dtype == DType::String {
+        let big_endian = unicode_descr(descr).ok_or_else(mismatch)?.big_endian;
+        let strings = tensor.strings().map_err(NpyErrorKind::Tensor)?;
+        let (unicode, payload) = Unicode::encode(big_endian, tensor.shape(), strings)?;
+        let header = header_bytes(tensor.shape(), &unicode.descr())?;
+        return Ok((header, Cow::Owned(payload)));
     }
+    if lookup_descr(descr) != Some(dtype) {
+        return Err(mismatch());
+    }
+    let header = header_bytes(tensor.shape(), descr)?;
+    Ok((header, Cow::Borrowed(tensor.bytes())))
+}
+
+/// The header (preamble and padded dict text) of an array of `shape`, written with `descr`.
+/// Version 1.0 unless the text needs more than 65535 bytes (then 2.0).
+fn header_bytes(shape: &[usize], descr: &str) -> KindResult<Vec<u8>> {
     let dict = format!(
         "{{'descr': '{descr}', 'fortran_order': False, 'shape': {}, }}",
         ShapeText(shape)
@@ -1032,7 +1217,8 @@ fn header_bytes(dtype: DType, shape: &[usize], descr: &str) -> KindResult<Vec<u8
 }
 
 /// The complete `.npy` file image of `tensor`, with `descr` in its header (which must
-/// describe the tensor's dtype, e.g. `<f4` or `=f4` for f32, `<V2` for bf16).
+/// describe the tensor's dtype, e.g. `<f4` or `=f4` for f32, `<V2` for bf16; any unicode
+/// descr for strings, which are written with the width of the longest one).
 ///
 /// ```
 /// use scatterjit::{npy, Tensor};
@@ -1043,21 +1229,20 @@ fn header_bytes(dtype: DType, shape: &[usize], descr: &str) -> KindResult<Vec<u8
 /// assert!(npy::to_bytes(&t, "<f4").is_err());
 /// ```
 pub fn to_bytes(tensor: &Tensor, descr: &str) -> Result<Vec<u8>, NpyError> {
-    let mut out = header_bytes(tensor.dtype(), tensor.shape(), descr)?;
-    out.reserve_exact(tensor.bytes().len());
-    out.extend_from_slice(tensor.bytes());
+    let (mut out, payload) = encode(tensor, descr)?;
+    out.reserve_exact(payload.len());
+    out.extend_from_slice(&payload);
     Ok(out)
 }
 
-/// Writes `tensor` to `path` as a little-endian C-order `.npy` file with `descr` in its
-/// header, atomically: the data goes to a temporary file in the same directory, which is
+/// Writes `tensor` to `path` as a C-order `.npy` file with `descr` in its header (see
+/// [`to_bytes`]; little-endian, but for strings given a `>U` descr), atomically: the data goes to a temporary file in the same directory, which is
 /// synced and then renamed over `path`. On any error the temporary file is removed and
 /// `path` is left as it was (absent, or with its old contents).
 pub fn write(path: impl AsRef<Path>, tensor: &Tensor, descr: &str) -> Result<(), NpyError> {
     let path = path.as_ref();
-    let header = header_bytes(tensor.dtype(), tensor.shape(), descr)
-        .map_err(|kind| NpyError::at(path, kind))?;
-    write_atomic(path, &[&header, tensor.bytes()]).map_err(|kind| NpyError::at(path, kind))
+    let (header, payload) = encode(tensor, descr).map_err(|kind| NpyError::at(path, kind))?;
+    write_atomic(path, &[&header, &payload]).map_err(|kind| NpyError::at(path, kind))
 }
 
 fn write_atomic(path: &Path, parts: &[&[u8]]) -> KindResult<()> {
@@ -1106,6 +1291,182 @@ fn sync_dir(dir: &Path) {
     }
     #[cfg(not(unix))]
     let _ = dir;
+}
+
+#[cfg(test)]
+mod unicode_tests {
+    use super::*;
+
+    /// A version 1.0 file image of `descr` and `shape` (numpy's spelling) over `payload`.
+    fn image(descr: &str, shape: &str, payload: &[u8]) -> Vec<u8> {
+        let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        let len = (10 + dict.len() + 1).div_ceil(ALIGN) * ALIGN - 10;
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&[1, 0]);
+        out.extend_from_slice(&(len as u16).to_le_bytes());
+        out.extend_from_slice(dict.as_bytes());
+        out.resize(10 + len - 1, b' ');
+        out.push(b'\n');
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn utf32(units: &[u32], big_endian: bool) -> Vec<u8> {
+        units
+            .iter()
+            .flat_map(|u| {
+                if big_endian {
+                    u.to_be_bytes()
+                } else {
+                    u.to_le_bytes()
+                }
+            })
+            .collect()
+    }
+
+    fn strings(shape: &[usize], values: &[&str]) -> Tensor {
+        Tensor::from_strings(shape, values.iter().copied()).unwrap()
+    }
+
+    #[test]
+    fn writes_what_numpy_writes() {
+        // np.save of np.array(['ab', 'c']): '<U2', NUL-padded UTF-32LE.
+        let a = u32::from('a');
+        let expected = image("<U2", "(2,)", &utf32(&[a, a + 1, a + 2, 0], false));
+        assert_eq!(
+            to_bytes(&strings(&[2], &["ab", "c"]), "<U").unwrap(),
+            expected
+        );
+        // Any width in the descr: the longest string decides.
+        assert_eq!(
+            to_bytes(&strings(&[2], &["ab", "c"]), "<U9").unwrap(),
+            expected
+        );
+        let back = from_bytes(&expected).unwrap();
+        assert_eq!(back.descr, "<U2");
+        assert_eq!(back.tensor, strings(&[2], &["ab", "c"]));
+    }
+
+    #[test]
+    fn round_trips_text_of_any_script() {
+        let values = ["", "é", "日本語", "🦀 crab", "a\0b", "ÿ"];
+        for (shape, n) in [(&[][..], 1), (&[0][..], 0), (&[6][..], 6), (&[2, 3][..], 6)] {
+            for descr in ["<U", "=U3", ">U1"] {
+                let t = strings(shape, &values[..n]);
+                let back = from_bytes(&to_bytes(&t, descr).unwrap()).unwrap();
+                assert_eq!(back.tensor, t, "{shape:?} {descr}");
+                assert_eq!(back.descr.starts_with('>'), descr.starts_with('>'));
+            }
+        }
+        // Every string empty (or none at all) still gets width 1, as numpy gives.
+        let bytes = to_bytes(&strings(&[2], &["", ""]), "<U").unwrap();
+        assert_eq!(from_bytes(&bytes).unwrap().descr, "<U1");
+    }
+
+    #[test]
+    fn trailing_nuls_are_padding() {
+        let payload = utf32(&[0x61, 0, 0x62, 0, 0, 0, 0, 0], false);
+        let t = from_bytes(&image("<U4", "(2,)", &payload)).unwrap().tensor;
+        assert_eq!(t.strings().unwrap(), ["a\0b", ""]);
+    }
+
+    #[test]
+    fn big_endian_reads() {
+        let payload = utf32(&[0x65e5, 0x1f980], true);
+        let t = from_bytes(&image(">U1", "(2,)", &payload)).unwrap().tensor;
+        assert_eq!(t.strings().unwrap(), ["日", "🦀"]);
+    }
+
+    #[test]
+    fn invalid_code_points_name_the_element() {
+        for bad in [0xD800u32, 0x11_0000, u32::MAX] {
+            let payload = utf32(&[0x61, 0, 0x62, bad], false);
+            let k = from_bytes(&image("<U2", "(2,)", &payload))
+                .unwrap_err()
+                .into_kind();
+            assert!(
+                matches!(
+                    k,
+                    NpyErrorKind::InvalidCodePoint { offset: 1, index: 1, value } if value == bad
+                ),
+                "{k:?}"
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("scatterjit-unicode-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.npy");
+        fs::write(&path, image("<U1", "(1,)", &utf32(&[0xDFFF], false))).unwrap();
+        let msg = read(&path).unwrap_err().to_string();
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(
+            msg,
+            format!(
+                "{}: string element 0 has 0xDFFF at character 0, which is not a unicode scalar value",
+                path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn sizes_are_checked_before_reading() {
+        let k = from_bytes(&image("<U3", "(2,)", &[0; 23]))
+            .unwrap_err()
+            .into_kind();
+        assert!(
+            matches!(
+                k,
+                NpyErrorKind::Truncated {
+                    part: NpyPart::Payload,
+                    expected: 24,
+                    available: 23
+                }
+            ),
+            "{k:?}"
+        );
+        for (descr, shape) in [
+            ("<U4611686018427387904", "(2,)"),
+            ("<U4611686018427387904", "(0,)"),
+            ("<U99999999999999999999999", "(2,)"),
+        ] {
+            let k = from_bytes(&image(descr, shape, &[]))
+                .unwrap_err()
+                .into_kind();
+            assert!(
+                matches!(k, NpyErrorKind::ShapeOverflow { .. }),
+                "{descr}: {k:?}"
+            );
+        }
+        // numpy never writes a zero width; with it, no payload would bound the shape.
+        let k = from_bytes(&image("<U0", "(1000000000000,)", &[]))
+            .unwrap_err()
+            .into_kind();
+        assert!(matches!(k, NpyErrorKind::UnsupportedDType { .. }), "{k:?}");
+        for descr in ["<Ux", "<U", "<U-1", "U5"] {
+            let k = from_bytes(&image(descr, "(1,)", &[0; 4]))
+                .unwrap_err()
+                .into_kind();
+            assert!(
+                matches!(k, NpyErrorKind::UnsupportedDType { .. }),
+                "{descr}: {k:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn descrs_must_match_on_write() {
+        let text = strings(&[1], &["x"]);
+        let e = to_bytes(&text, "<f4").unwrap_err();
+        assert!(
+            matches!(e.kind(), NpyErrorKind::DescrMismatch { .. }),
+            "{e}"
+        );
+        let numbers = Tensor::from_slice(&[1], &[1.0f32]).unwrap();
+        let e = to_bytes(&numbers, "<U1").unwrap_err();
+        assert!(
+            matches!(e.kind(), NpyErrorKind::DescrMismatch { .. }),
+            "{e}"
+        );
+    }
 }
 
 #[cfg(test)]
@@ -1445,7 +1806,9 @@ mod tests {
         let cases: &[(&str, Check)] = &[
             (">f4", |k| matches!(k, NpyErrorKind::BigEndian { .. })),
             (">V2", |k| matches!(k, NpyErrorKind::BigEndian { .. })),
-            ("<U5", |k| matches!(k, NpyErrorKind::StringDType { .. })),
+            ("<U0", |k| {
+                matches!(k, NpyErrorKind::UnsupportedDType { .. })
+            }),
             ("|S3", |k| matches!(k, NpyErrorKind::StringDType { .. })),
             ("<m8[s]", |k| {
                 matches!(k, NpyErrorKind::UnsupportedDType { .. })
@@ -1465,10 +1828,13 @@ mod tests {
             let k = kind_of(&image((1, 0), &dict(descr, "False", "(1,)"), &[0; 4]));
             assert!(ok(&k), "{descr}: {k:?}");
         }
-        let msg = from_bytes(&image((1, 0), &dict("<U5", "False", "(1,)"), &[0; 20]))
+        let msg = from_bytes(&image((1, 0), &dict("|S3", "False", "(1,)"), &[0; 3]))
             .unwrap_err()
             .to_string();
-        assert_eq!(msg, "string tensors are not supported yet (dtype '<U5')");
+        assert_eq!(
+            msg,
+            "byte-string dtype '|S3' is not supported (save text as a unicode array, dtype '<U')"
+        );
         let structured =
             "{'descr': [('a', '<i4'), ('b', '<f4')], 'fortran_order': False, 'shape': (1,)}";
         let k = kind_of(&image((1, 0), structured, &[0; 8]));

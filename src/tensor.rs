@@ -137,10 +137,15 @@ impl Layout {
 }
 
 /// A read-only strided view of elements in a byte slice.
+///
+/// String tensors have no bytes: a view of one (`TensorView::from(&tensor)`) can be copied
+/// back with [`TensorView::to_tensor`], and every kernel refuses it.
 #[derive(Clone, Debug)]
 pub struct TensorView<'a> {
     layout: Layout,
     bytes: &'a [u8],
+    /// The elements of a string tensor's view; empty for other dtypes.
+    strings: &'a [String],
 }
 
 /// A writable strided view; its elements never overlap, so each write lands once.
@@ -195,6 +200,8 @@ pub struct TensorView<'a> {
 pub struct TensorViewMut<'a> {
     layout: Layout,
     bytes: &'a mut [u8],
+    /// The elements of a string tensor's view; empty for other dtypes.
+    strings: &'a mut [String],
 }
 
 impl<'a> TensorView<'a> {
@@ -217,7 +224,11 @@ impl<'a> TensorView<'a> {
         bytes: &'a [u8],
     ) -> Result<Self> {
         let layout = Layout::new(TensorRole::Data, dtype, shape, strides, offset, bytes.len())?;
-        Ok(TensorView { layout, bytes })
+        Ok(TensorView {
+            layout,
+            bytes,
+            strings: &[],
+        })
     }
 
     /// A row-major view of exactly `numel * size` bytes.
@@ -255,6 +266,14 @@ impl<'a> TensorView<'a> {
 
     /// Copies the viewed elements into a new contiguous tensor.
     pub fn to_tensor(&self) -> Tensor {
+        if self.dtype() == DType::String {
+            let mut out = Vec::with_capacity(self.numel());
+            for_each_offset(&self.layout.shape, &self.layout.strides, |off| {
+                out.push(self.strings[(self.layout.offset as isize + off) as usize].clone());
+            });
+            return Tensor::from_strings(&self.layout.shape, out)
+                .expect("a view's elements form a tensor of its shape");
+        }
         let size = self.dtype().size();
         let mut out = Vec::with_capacity(self.numel() * size);
         for_each_offset(&self.layout.shape, &self.layout.strides, |off| {
@@ -305,6 +324,7 @@ impl<'a> From<&'a Tensor> for TensorView<'a> {
         TensorView {
             layout: Layout::contiguous(t.dtype(), t.shape()),
             bytes: t.bytes(),
+            strings: t.strings().unwrap_or_default(),
         }
     }
 }
@@ -333,7 +353,11 @@ impl<'a> TensorViewMut<'a> {
                 reason: format!("shape {shape:?} with strides {strides:?} makes elements overlap"),
             });
         }
-        Ok(TensorViewMut { layout, bytes })
+        Ok(TensorViewMut {
+            layout,
+            bytes,
+            strings: &mut [],
+        })
     }
 
     /// Element type.
@@ -357,6 +381,7 @@ impl<'a> TensorViewMut<'a> {
         TensorView {
             layout: self.layout.clone(),
             bytes: self.bytes,
+            strings: self.strings,
         }
     }
 
@@ -397,9 +422,18 @@ impl<'a> TensorViewMut<'a> {
 
 impl<'a> From<&'a mut Tensor> for TensorViewMut<'a> {
     fn from(t: &'a mut Tensor) -> Self {
+        let layout = Layout::contiguous(t.dtype(), t.shape());
+        if t.dtype() == DType::String {
+            return TensorViewMut {
+                layout,
+                bytes: &mut [],
+                strings: t.strings_mut().unwrap_or_default(),
+            };
+        }
         TensorViewMut {
-            layout: Layout::contiguous(t.dtype(), t.shape()),
+            layout,
             bytes: t.bytes_mut(),
+            strings: &mut [],
         }
     }
 }
@@ -496,6 +530,14 @@ mod tests {
         assert!(!overlaps(span(8..16), span(0..8)));
         assert!(!overlaps(span(4..4), span(0..8)));
         assert!(!overlaps(span(0..8), span(4..4)));
+    }
+
+    #[test]
+    fn views_of_string_tensors_copy_back() {
+        let mut t = Tensor::from_strings(&[2, 2], ["a", "", "ß", "🦀"]).unwrap();
+        assert_eq!(TensorView::from(&t).to_tensor(), t);
+        let copy = t.clone();
+        assert_eq!(TensorViewMut::from(&mut t).as_view().to_tensor(), copy);
     }
 
     #[test]

@@ -369,6 +369,111 @@ fn bf16_scatter_keeps_v2() {
     assert_eq!(result.tensor, t(&[3], &[b(5.0), b(2.0), b(3.5)]));
 }
 
+fn strings(shape: &[usize], values: &[&str]) -> Tensor {
+    Tensor::from_strings(shape, values.iter().copied()).expect("a valid test tensor")
+}
+
+/// Unicode `.npy` arrays (`<U`, `>U`) run through every op the string dtype allows; the
+/// output is as wide as its longest string and keeps data's byte order.
+#[test]
+fn string_tensors_run_through_every_op() {
+    let dir = Dir::new("string_tensors_run_through_every_op");
+    let values = ["a", "", "é", "日本", "🦀", "ab"];
+    let data = dir.npy("data.npy", &strings(&[2, 3], &values));
+    let indices = dir.npy("indices.npy", &t(&[2], &[-1i64, 0]));
+    let out = dir.path("out.npy");
+    assert_success(&cli!(
+        "run", "gather", "--axis", "1", &data, &indices, "-o", &out
+    ));
+    let result = read(&out);
+    assert_eq!(result.descr, "<U2");
+    assert_eq!(result.tensor, strings(&[2, 2], &["é", "a", "ab", "日本"]));
+
+    let indices = dir.npy("indices2.npy", &t(&[1, 3], &[1i32, 0, 1]));
+    assert_success(&cli!("run", "gather-elements", &data, &indices, "-o", &out));
+    assert_eq!(read(&out).tensor, strings(&[1, 3], &["日本", "", "ab"]));
+
+    let indices = dir.npy("indices3.npy", &t(&[1, 2], &[2u8, 0]));
+    let updates = dir.npy("updates.npy", &strings(&[1, 2], &["longer text ✓", "x"]));
+    assert_success(&cli!(
+        "run",
+        "scatter-elements",
+        "--axis",
+        "-1",
+        &data,
+        &indices,
+        &updates,
+        "-o",
+        &out
+    ));
+    let result = read(&out);
+    assert_eq!(result.descr, "<U13");
+    assert_eq!(
+        result.tensor,
+        strings(&[2, 3], &["x", "", "longer text ✓", "日本", "🦀", "ab"])
+    );
+
+    let big = dir.npy_as("big.npy", &strings(&[2, 3], &values), ">U");
+    let indices = dir.npy("indices4.npy", &t(&[2], &[-2i64, 1]));
+    assert_success(&cli!("run", "gather", &big, &indices, "-o", &out));
+    let result = read(&out);
+    assert_eq!(result.descr, ">U2");
+    assert_eq!(
+        result.tensor,
+        strings(&[2, 3], &["a", "", "é", "日本", "🦀", "ab"])
+    );
+}
+
+#[test]
+fn string_tensor_errors() {
+    let dir = Dir::new("string_tensor_errors");
+    let data = dir.npy(
+        "data.npy",
+        &strings(&[2, 3], &["a", "b", "c", "d", "e", "f"]),
+    );
+    let indices = dir.npy("indices.npy", &t(&[1, 2], &[0i64, 3]));
+    let updates = dir.npy("updates.npy", &strings(&[1, 2], &["x", "y"]));
+    let scatter = |extra: &[&str], updates: &Path| {
+        let mut argv = args!["run", "scatter-elements", "--axis", "1"].to_vec();
+        argv.extend(extra.iter().map(OsStr::new));
+        argv.extend(args![&data, &indices, updates]);
+        fails_without_output(&dir, &argv)
+    };
+    let line = scatter(&[], &updates);
+    assert_contains(
+        &line,
+        &["index 3 at indices[0, 1] is out of bounds for axis 1 of size 3"],
+    );
+    let line = scatter(&["--reduction", "add"], &updates);
+    assert_contains(
+        &line,
+        &["scatter_elements: reduction add is not supported for dtype string"],
+    );
+    let numbers = dir.npy("numbers.npy", &t(&[1, 2], &[1.0f32, 2.0]));
+    let line = scatter(&[], &numbers);
+    assert_contains(
+        &line,
+        &["updates has dtype f32, expected data's dtype string"],
+    );
+    let line = fails_without_output(&dir, &args!["run", "gather", &data, &updates]);
+    assert_contains(&line, &["gather: indices have dtype string"]);
+
+    let line = assert_one_error(&cli!(
+        "explain",
+        "gather",
+        "--dtype",
+        "string",
+        "--index-dtype",
+        "i64",
+        "--rank",
+        "2"
+    ));
+    assert_contains(
+        &line,
+        &["gather: no kernel over byte views takes dtype string"],
+    );
+}
+
 #[test]
 fn negative_axis() {
     let dir = Dir::new("negative_axis");
@@ -649,12 +754,20 @@ fn malformed_npy_files() {
     let line = fails_without_output(&dir, &args!["run", "gather", &garbled, &indices]);
     assert_contains(&line, &["garbled.npy", "malformed header"]);
 
+    // The bits of 1.0f32 are no unicode code point.
     let strings = dir.raw("strings.npy", &swap("'<f4'", "'<U1'"));
     let line = fails_without_output(&dir, &args!["run", "gather", &strings, &indices]);
     assert_contains(
         &line,
-        &["strings.npy", "string tensors are not supported yet"],
+        &[
+            "strings.npy",
+            "string element 0 has 0x3F800000 at character 0",
+        ],
     );
+
+    let bytes = dir.raw("bytes.npy", &swap("'<f4'", "'|S4'"));
+    let line = fails_without_output(&dir, &args!["run", "gather", &bytes, &indices]);
+    assert_contains(&line, &["bytes.npy", "byte-string dtype '|S4'"]);
 
     let bools = dir.npy("bools.npy", &t(&[2], &[true, false]));
     let mut bad_bool = fs::read(&bools).unwrap();

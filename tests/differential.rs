@@ -1,6 +1,7 @@
 //! The differential suite: random problems run on the reference interpreter and on the JIT
 //! (out of place, into a strided output, and in place), which must agree bit for bit (NaN
 //! payloads aside) on the result or on the same error. Named edge cases share the table.
+//! String tensors, which have no byte views, run out of place on owned tensors.
 
 use proptest::prelude::*;
 use scatterjit::ir::{interp, DType, KernelKey, Op, OpKind, Reduction, Tensor};
@@ -141,8 +142,23 @@ fn random_element(dtype: DType, rng: &mut Rng, out: &mut [u8]) {
     }
 }
 
+/// Pieces of random strings: empty, ASCII, Latin-1, CJK, an emoji, a combining accent.
+const PIECES: &[&str] = &["", "a", "Z", " ", "é", "ß", "日本", "🦀", "\u{301}", "q7"];
+
+/// A short random string: often empty, often not ASCII.
+fn random_string(rng: &mut Rng) -> String {
+    let n = rng.below(4);
+    (0..n)
+        .map(|_| PIECES[rng.below(PIECES.len() as u64) as usize])
+        .collect()
+}
+
 fn random_tensor(dtype: DType, shape: &[usize], rng: &mut Rng) -> Tensor {
     let n: usize = shape.iter().product();
+    if dtype == DType::String {
+        let values: Vec<String> = (0..n).map(|_| random_string(rng)).collect();
+        return Tensor::from_strings(shape, values).unwrap();
+    }
     let size = dtype.size();
     let mut bytes = vec![0u8; n * size];
     for chunk in bytes.chunks_exact_mut(size) {
@@ -369,6 +385,9 @@ fn pools() -> &'static [rayon::ThreadPool; 2] {
 }
 
 pub fn check(case: &Case) -> Result<(), String> {
+    if case.dtype == DType::String {
+        return check_strings(case);
+    }
     let (data, indices, updates) = case.tensors();
     let op = case.op();
     let mut seed = case.seed;
@@ -515,6 +534,42 @@ pub fn check(case: &Case) -> Result<(), String> {
     Ok(())
 }
 
+/// A string case: the interpreter against `scatterjit::run` (on 1 and 3 threads, which must
+/// agree) and the op's own function. The layouts do not apply: strings have no byte views.
+fn check_strings(case: &Case) -> Result<(), String> {
+    let (data, indices, updates) = case.tensors();
+    let op = case.op();
+    let expected = interp::run(&op, &data, &indices, updates.as_ref());
+    let agree = |what: &str, got: Result<Tensor, Error>| -> Result<(), String> {
+        match (&expected, &got) {
+            (Ok(want), Ok(got)) if want == got => Ok(()),
+            (Err(want), Err(got)) if got.as_invalid() == Some(want) => Ok(()),
+            _ => Err(format!("{what}: want {expected:?}\n got {got:?}")),
+        }
+    };
+    let run = || scatterjit::run(&op, &data, &indices, updates.as_ref());
+    let one = pools()[0].install(run);
+    let three = pools()[1].install(run);
+    if one != three {
+        return Err(format!("3 threads gave {three:?}, 1 thread {one:?}"));
+    }
+    agree("run", one)?;
+    let named = match (op, &updates) {
+        (
+            Op::ScatterElements {
+                axis,
+                reduction,
+                use_init_val,
+            },
+            Some(u),
+        ) => scatterjit::scatter_elements(&data, &indices, u, axis, reduction, use_init_val),
+        (Op::GatherElements { axis }, _) => scatterjit::gather_elements(&data, &indices, axis),
+        (Op::Gather { axis }, _) => scatterjit::gather(&data, &indices, axis),
+        (Op::ScatterElements { .. }, None) => unreachable!("scatter cases have updates"),
+    };
+    agree(op.kind().name(), named)
+}
+
 fn layout() -> impl Strategy<Value = Layout> {
     prop_oneof![
         4 => Just(Layout::Contiguous),
@@ -546,9 +601,13 @@ fn case() -> impl Strategy<Value = Case> {
         1 => Just(OpKind::GatherElements),
         1 => Just(OpKind::Gather),
     ];
+    let dtype = prop_oneof![
+        NUMERIC.len() as u32 => prop::sample::select(NUMERIC),
+        2 => Just(DType::String),
+    ];
     (
         kind,
-        prop::sample::select(NUMERIC),
+        dtype,
         prop::sample::select(INDEX),
         1usize..=5,
         0usize..=3,
@@ -784,6 +843,63 @@ fn named_edge_cases() {
             false,
             None,
         ),
+        // Strings: extremes of the index type, a bad index after good ones, negative axes,
+        // an empty output whose indices are still checked, a scalar index.
+        named(
+            Gather,
+            DType::String,
+            DType::I64,
+            &[5, 3],
+            &[4],
+            0,
+            Reduction::None,
+            true,
+            Some((2, Min)),
+        ),
+        named(
+            GatherElements,
+            DType::String,
+            DType::U8,
+            &[3, 4],
+            &[3, 4],
+            -1,
+            Reduction::None,
+            true,
+            Some((6, Max)),
+        ),
+        named(
+            ScatterElements,
+            DType::String,
+            DType::I16,
+            &[4, 3],
+            &[6, 3],
+            -2,
+            Reduction::None,
+            false,
+            Some((9, BeforeStart)),
+        ),
+        named(
+            Gather,
+            DType::String,
+            DType::I32,
+            &[0, 3],
+            &[2],
+            1,
+            Reduction::None,
+            true,
+            Some((1, Size)),
+        ),
+        named(
+            Gather,
+            DType::String,
+            DType::I8,
+            &[3, 2],
+            &[],
+            -1,
+            Reduction::None,
+            true,
+            None,
+        ),
     ];
     for case in &cases {
         if let Err(m) = check(case) {
@@ -791,8 +907,9 @@ fn named_edge_cases() {
         }
     }
     // Every reduction of every numeric dtype on a duplicate-heavy 1-D problem: on three
-    // threads, the integer and bool ones reduce into partial outputs.
-    for &dtype in NUMERIC {
+    // threads, the integer and bool ones reduce into partial outputs (strings follow:
+    // `none` must agree, the others must be the same error).
+    for &dtype in NUMERIC.iter().chain([&DType::String]) {
         for &reduction in Reduction::ALL {
             for use_init_val in [true, false] {
                 let case = named(

@@ -88,7 +88,7 @@ dtype_table! {
     Complex64 => "c64", 8, "<c8", Complex;
     /// Two f64 (real, imaginary).
     Complex128 => "c128", 16, "<c16", Complex;
-    /// UTF-8 text (kernels for strings come later).
+    /// Text, one `String` per element: the gather ops and `none` scatter only.
     String => "string", 0, "<U", String;
 }
 

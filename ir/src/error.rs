@@ -91,7 +91,8 @@ pub enum Error {
         /// The dtype.
         dtype: DType,
     },
-    /// A dtype this build cannot compute with for this op.
+    /// A dtype with no kernel over byte views: strings, which the owned-tensor functions
+    /// run instead (`scatterjit::run` and friends).
     UnsupportedDType {
         /// The op.
         op: OpKind,
@@ -151,6 +152,13 @@ pub enum Error {
         op: OpKind,
         /// The input it overlaps.
         tensor: TensorRole,
+    },
+    /// A list of elements whose length does not match the shape it is given.
+    ElementCount {
+        /// Elements the shape has.
+        expected: usize,
+        /// Elements given.
+        actual: usize,
     },
     /// A bool element whose byte is neither 0 nor 1.
     InvalidBool {
@@ -213,7 +221,10 @@ impl fmt::Display for Error {
                 dtype,
             } => write!(f, "{op}: reduction {reduction} is not supported for dtype {dtype}"),
             Error::UnsupportedDType { op, dtype } => {
-                write!(f, "{op}: dtype {dtype} is not supported by this op yet")
+                write!(
+                    f,
+                    "{op}: no kernel over byte views takes dtype {dtype} (pass {dtype} tensors to the owned-tensor functions, such as scatterjit::run)"
+                )
             }
             Error::IndexOutOfBounds {
                 op,
@@ -247,6 +258,10 @@ impl fmt::Display for Error {
             Error::Overlap { op, tensor } => write!(
                 f,
                 "{op}: the output overlaps {tensor} in memory (an output may not alias an input)"
+            ),
+            Error::ElementCount { expected, actual } => write!(
+                f,
+                "{actual} elements given, but the shape has {expected}"
             ),
             Error::InvalidBool { offset, byte } => write!(
                 f,

@@ -45,10 +45,7 @@ pub fn run(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -
         ($($variant:ident => $t:ty),* $(,)?) => {
             match data.dtype() {
                 $( DType::$variant => run_typed::<$t>(&inputs), )*
-                DType::String => Err(Error::UnsupportedDType {
-                    op: op.kind(),
-                    dtype: DType::String,
-                }),
+                DType::String => run_strings(&inputs),
             }
         };
     }
@@ -123,33 +120,60 @@ fn offset(position: &[usize], strides: &[usize]) -> usize {
 }
 
 fn run_typed<T: Arith>(inputs: &Inputs<'_>) -> Result<Tensor> {
+    let data = inputs.data.to_vec::<T>()?;
     let out = match inputs.validated.key.kind() {
-        OpKind::ScatterElements => scatter_elements::<T>(inputs)?,
-        OpKind::GatherElements => gather_elements::<T>(inputs)?,
-        OpKind::Gather => gather::<T>(inputs)?,
+        OpKind::ScatterElements => scatter_elements::<T>(inputs, &data)?,
+        OpKind::GatherElements => gather_elements(inputs, &data),
+        OpKind::Gather => gather(inputs, &data),
     };
     Tensor::from_slice(&inputs.validated.out_shape, &out)
 }
 
-/// `out = copy(data)`; for every position `p` of indices in row-major order:
-/// `out[p[axis := k]] = combine(out[p[axis := k]], updates[p])`.
-fn scatter_elements<T: Arith>(inputs: &Inputs<'_>) -> Result<Vec<T>> {
+/// Strings: the gather ops and ScatterElements with `none` (SPEC: "Types"), the elements
+/// moved as they are.
+fn run_strings(inputs: &Inputs<'_>) -> Result<Tensor> {
     let key = &inputs.validated.key;
-    let (op, dtype, axis) = (key.kind(), key.dtype(), key.axis());
-    let reduction = key.reduction();
-    let updates_tensor = inputs.updates.ok_or(Error::Rank {
-        op,
+    let data = inputs.data.strings()?;
+    let out = match key.kind() {
+        OpKind::ScatterElements => {
+            if key.reduction() != Reduction::None {
+                return Err(Error::UnsupportedReduction {
+                    op: key.kind(),
+                    reduction: key.reduction(),
+                    dtype: key.dtype(),
+                });
+            }
+            let updates = updates_of(inputs)?;
+            let values = updates.strings()?;
+            let mut out = data.to_vec();
+            for (target, from) in scatter_pairs(inputs, updates) {
+                out[target].clone_from(&values[from]);
+            }
+            out
+        }
+        OpKind::GatherElements => gather_elements(inputs, data),
+        OpKind::Gather => gather(inputs, data),
+    };
+    Tensor::from_strings(&inputs.validated.out_shape, out)
+}
+
+/// The updates tensor of a ScatterElements (validation requires it).
+fn updates_of<'a>(inputs: &Inputs<'a>) -> Result<&'a Tensor> {
+    inputs.updates.ok_or(Error::Rank {
+        op: inputs.validated.key.kind(),
         tensor: TensorRole::Updates,
         rank: 0,
         expected: "an updates tensor".into(),
-    })?;
-    let data = inputs.data.to_vec::<T>()?;
-    let updates = updates_tensor.to_vec::<T>()?;
-    let data_strides = inputs.data.strides();
-    let updates_strides = updates_tensor.strides();
+    })
+}
 
-    // (target offset in out, offset in updates) for every position p, in row-major order.
-    let pairs: Vec<(usize, usize)> = inputs
+/// `(offset of out[p[axis := k]], offset of updates[p])` for every position `p` of
+/// indices, in row-major order.
+fn scatter_pairs(inputs: &Inputs<'_>, updates: &Tensor) -> Vec<(usize, usize)> {
+    let axis = inputs.validated.key.axis();
+    let data_strides = inputs.data.strides();
+    let updates_strides = updates.strides();
+    inputs
         .positions
         .iter()
         .enumerate()
@@ -159,9 +183,20 @@ fn scatter_elements<T: Arith>(inputs: &Inputs<'_>) -> Result<Vec<T>> {
             p[axis] = k;
             (offset(&p, &data_strides), from)
         })
-        .collect();
+        .collect()
+}
 
-    let mut out = data.clone();
+/// `out = copy(data)`; for every position `p` of indices in row-major order:
+/// `out[p[axis := k]] = combine(out[p[axis := k]], updates[p])`.
+fn scatter_elements<T: Arith>(inputs: &Inputs<'_>, data: &[T]) -> Result<Vec<T>> {
+    let key = &inputs.validated.key;
+    let (op, dtype) = (key.kind(), key.dtype());
+    let reduction = key.reduction();
+    let updates_tensor = updates_of(inputs)?;
+    let updates = updates_tensor.to_vec::<T>()?;
+    let pairs = scatter_pairs(inputs, updates_tensor);
+
+    let mut out = data.to_vec();
     let unsupported = Error::UnsupportedReduction {
         op,
         reduction,
@@ -205,28 +240,26 @@ fn scatter_elements<T: Arith>(inputs: &Inputs<'_>) -> Result<Vec<T>> {
 }
 
 /// `out[p] = data[p[axis := normalize(indices[p])]]`, with the shape of indices.
-fn gather_elements<T: Arith>(inputs: &Inputs<'_>) -> Result<Vec<T>> {
+fn gather_elements<T: Clone>(inputs: &Inputs<'_>, data: &[T]) -> Vec<T> {
     let axis = inputs.validated.key.axis();
-    let data = inputs.data.to_vec::<T>()?;
     let strides = inputs.data.strides();
-    Ok(inputs
+    inputs
         .positions
         .iter()
         .enumerate()
         .map(|(flat, &k)| {
             let mut p = unravel(flat, inputs.index_shape);
             p[axis] = k;
-            data[offset(&p, &strides)]
+            data[offset(&p, &strides)].clone()
         })
-        .collect())
+        .collect()
 }
 
 /// `out[a, i, b] = data[a, normalize(indices[i]), b]`, where `a` ranges over the dims of data
 /// before the axis, `i` over indices and `b` over the dims of data after the axis.
-fn gather<T: Arith>(inputs: &Inputs<'_>) -> Result<Vec<T>> {
+fn gather<T: Clone>(inputs: &Inputs<'_>, data: &[T]) -> Vec<T> {
     let axis = inputs.validated.key.axis();
     let shape = inputs.data.shape();
-    let data = inputs.data.to_vec::<T>()?;
     let outer: usize = shape[..axis].iter().product();
     let s = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
@@ -234,11 +267,11 @@ fn gather<T: Arith>(inputs: &Inputs<'_>) -> Result<Vec<T>> {
     for a in 0..outer {
         for &k in inputs.positions {
             for b in 0..inner {
-                out.push(data[(a * s + k) * inner + b]);
+                out.push(data[(a * s + k) * inner + b].clone());
             }
         }
     }
-    Ok(out)
+    out
 }
 
 /// The arithmetic of SPEC.md's reduction table, for one element type.
@@ -980,6 +1013,29 @@ mod tests {
         let out = run(&Op::Gather { axis: 0 }, &data, &t(&[1, 2], &[1u8, 1]), None).unwrap();
         assert_eq!(out.shape(), [1, 2, 3, 4]);
         assert_eq!(out.to_vec::<i64>().unwrap()[..3], [12, 13, 14]);
+    }
+
+    #[test]
+    fn strings_gather_and_scatter_with_none() {
+        let s = |shape: &[usize], values: &[&str]| Tensor::from_strings(shape, values.to_vec());
+        let data = s(&[2, 3], &["a", "", "ü", "日本", "🦀", "x y"]).unwrap();
+        let out = run(&Op::Gather { axis: 1 }, &data, &t(&[2], &[-1i32, 0]), None).unwrap();
+        assert_eq!(out.shape(), [2, 2]);
+        assert_eq!(out.strings().unwrap(), ["ü", "a", "x y", "日本"]);
+        let indices = t(&[1, 3], &[1i64, 0, 1]);
+        let out = run(&Op::GatherElements { axis: 0 }, &data, &indices, None).unwrap();
+        assert_eq!(out.strings().unwrap(), ["日本", "", "x y"]);
+        // Duplicates: the last update in row-major order wins.
+        let updates = s(&[1, 3], &["p", "q", "r"]).unwrap();
+        let op = scatter(1, Reduction::None, true);
+        let out = run(&op, &data, &t(&[1, 3], &[2u8, 0, 2]), Some(&updates)).unwrap();
+        assert_eq!(out.strings().unwrap(), ["q", "", "r", "日本", "🦀", "x y"]);
+        let e = run(&op, &data, &t(&[1, 1], &[3u8]), Some(&updates)).unwrap_err();
+        assert!(matches!(e, Error::IndexOutOfBounds { index: 3, .. }), "{e}");
+        for r in [Reduction::Add, Reduction::Max, Reduction::Mean] {
+            let e = run(&scatter(1, r, true), &data, &indices, Some(&updates)).unwrap_err();
+            assert!(matches!(e, Error::UnsupportedReduction { .. }), "{e}");
+        }
     }
 
     #[test]

@@ -9,7 +9,9 @@ use crate::op::{normalize_axis, OpKind, MAX_RANK};
 use crate::reduction::Reduction;
 
 /// What a kernel is specialized on: op, dtypes, ranks, axis and reduction. Shapes and strides
-/// are not part of the key; they arrive at call time.
+/// are not part of the key; they arrive at call time. Keys of string data exist (validation
+/// yields them) but name no compiled kernel: strings travel through the kernels as integer
+/// handles.
 ///
 /// A key prints one stable way, which names symbols, golden files and benchmark rows:
 ///
@@ -131,9 +133,6 @@ impl KernelKey {
                 op: kind,
                 dtype: index_dtype,
             });
-        }
-        if dtype == DType::String {
-            return Err(Error::UnsupportedDType { op: kind, dtype });
         }
         Ok(KernelKey {
             kind,
@@ -292,12 +291,15 @@ mod tests {
                 .unwrap(),
             KernelKey::gather_elements(DType::Complex128, DType::I64, 4, 3).unwrap(),
             KernelKey::gather(DType::U16, DType::I16, 3, 0, 2).unwrap(),
+            KernelKey::scatter_elements(DType::String, DType::I64, 2, 1, Reduction::None, true)
+                .unwrap(),
         ];
         let names = [
             "scatter_elements.f16.u8.r5.a3.mean.noinit",
             "scatter_elements.bool.i32.r1.a0.none",
             "gather_elements.c128.i64.r4.a3",
             "gather.u16.i16.r3.q0.a2",
+            "scatter_elements.string.i64.r2.a1.none",
         ];
         for (key, name) in keys.iter().zip(names) {
             assert_eq!(key.to_string(), name);
@@ -314,6 +316,8 @@ mod tests {
             "gather.f32.f32.r2.q1.a0",
             "scatter_elements.f32.i64.r2.a2.add",
             "scatter_elements.c64.i64.r2.a0.max",
+            "scatter_elements.string.i64.r2.a0.add",
+            "gather.f32.string.r2.q1.a0",
             "scatter_elements.f32.i64.r2.a0.sum",
             "gather_elements.f32.i64.r2.a0.extra",
             "gather_elements.f32.i64.r9.a0",

@@ -6,11 +6,21 @@ use crate::error::{Error, Result};
 use crate::op::{checked_nbytes, checked_numel, Meta};
 
 /// An owned tensor: dtype, shape, and its elements in row-major (C) order, little-endian.
+///
+/// String tensors hold their elements as `String`s ([`Tensor::from_strings`],
+/// [`Tensor::strings`]) and have no bytes: [`Tensor::bytes`] is empty for them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tensor {
     dtype: DType,
     shape: Vec<usize>,
-    data: Vec<u8>,
+    data: Storage,
+}
+
+/// Where the elements live: one byte buffer, or one `String` per element.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Storage {
+    Bytes(Vec<u8>),
+    Strings(Vec<String>),
 }
 
 impl Tensor {
@@ -41,14 +51,50 @@ impl Tensor {
                 return Err(Error::InvalidBool { offset, byte });
             }
         }
-        Ok(Tensor { dtype, shape, data })
+        Ok(Tensor {
+            dtype,
+            shape,
+            data: Storage::Bytes(data),
+        })
     }
 
-    /// A tensor of zero bytes (0, +0.0, false) of the given dtype and shape. Fails with
-    /// [`Error::OutOfMemory`] rather than aborting if the allocator refuses the bytes.
+    /// A tensor of zero bytes (0, +0.0, false) of the given dtype and shape; of empty
+    /// strings for the string dtype. Fails with [`Error::OutOfMemory`] rather than
+    /// aborting if the allocator refuses the bytes.
     pub fn zeros(dtype: DType, shape: Vec<usize>) -> Result<Self> {
         let n = checked_nbytes(dtype, &shape)?;
+        if dtype == DType::String {
+            return Self::from_strings(&shape, vec![String::new(); n]);
+        }
         Self::from_bytes(dtype, shape, zero_bytes(n)?)
+    }
+
+    /// A string tensor from its elements in row-major order.
+    ///
+    /// ```
+    /// use scatterjit_ir::{DType, Tensor};
+    /// let t = Tensor::from_strings(&[2], ["zwei", "二"]).unwrap();
+    /// assert_eq!(t.dtype(), DType::String);
+    /// assert_eq!(t.strings().unwrap(), ["zwei", "二"]);
+    /// assert!(Tensor::from_strings(&[3], ["a"]).is_err());
+    /// ```
+    pub fn from_strings<S: Into<String>>(
+        shape: &[usize],
+        values: impl IntoIterator<Item = S>,
+    ) -> Result<Self> {
+        let n = checked_numel(shape)?;
+        let values: Vec<String> = values.into_iter().map(Into::into).collect();
+        if values.len() != n {
+            return Err(Error::ElementCount {
+                expected: n,
+                actual: values.len(),
+            });
+        }
+        Ok(Tensor {
+            dtype: DType::String,
+            shape: shape.to_vec(),
+            data: Storage::Strings(values),
+        })
     }
 
     /// Builds a tensor from typed values in row-major order.
@@ -74,7 +120,7 @@ impl Tensor {
         Ok(Tensor {
             dtype: T::DTYPE,
             shape: shape.to_vec(),
-            data,
+            data: Storage::Bytes(data),
         })
     }
 
@@ -85,7 +131,7 @@ impl Tensor {
         Tensor {
             dtype: T::DTYPE,
             shape: Vec::new(),
-            data,
+            data: Storage::Bytes(data),
         }
     }
 
@@ -97,10 +143,35 @@ impl Tensor {
             });
         }
         Ok(self
-            .data
+            .bytes()
             .chunks_exact(self.dtype.size())
             .map(T::read_le)
             .collect())
+    }
+
+    /// The elements of a string tensor; fails for other dtypes.
+    pub fn strings(&self) -> Result<&[String]> {
+        match &self.data {
+            Storage::Strings(values) => Ok(values),
+            Storage::Bytes(_) => Err(not_strings(self.dtype)),
+        }
+    }
+
+    /// The elements of a string tensor, writable (their number is fixed by the shape);
+    /// fails for other dtypes.
+    pub fn strings_mut(&mut self) -> Result<&mut [String]> {
+        match &mut self.data {
+            Storage::Strings(values) => Ok(values),
+            Storage::Bytes(_) => Err(not_strings(self.dtype)),
+        }
+    }
+
+    /// Gives up a string tensor, keeping its elements; fails for other dtypes.
+    pub fn into_strings(self) -> Result<Vec<String>> {
+        match self.data {
+            Storage::Strings(values) => Ok(values),
+            Storage::Bytes(_) => Err(not_strings(self.dtype)),
+        }
     }
 
     /// Element type.
@@ -128,19 +199,36 @@ impl Tensor {
         row_major_strides(&self.shape)
     }
 
-    /// The raw little-endian bytes.
+    /// The raw little-endian bytes (none for a string tensor).
     pub fn bytes(&self) -> &[u8] {
-        &self.data
+        match &self.data {
+            Storage::Bytes(bytes) => bytes,
+            Storage::Strings(_) => &[],
+        }
     }
 
-    /// The raw bytes, writable (the length is fixed by dtype and shape).
+    /// The raw bytes, writable (the length is fixed by dtype and shape; none for a string
+    /// tensor).
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.data
+        match &mut self.data {
+            Storage::Bytes(bytes) => bytes,
+            Storage::Strings(_) => &mut [],
+        }
     }
 
-    /// Gives up the tensor, keeping its bytes.
+    /// Gives up the tensor, keeping its bytes (none for a string tensor).
     pub fn into_bytes(self) -> Vec<u8> {
-        self.data
+        match self.data {
+            Storage::Bytes(bytes) => bytes,
+            Storage::Strings(_) => Vec::new(),
+        }
+    }
+}
+
+/// The error for asking a tensor of `dtype` for strings (worded like [`Tensor::to_vec`]'s).
+fn not_strings(dtype: DType) -> Error {
+    Error::UnknownDType {
+        name: format!("string (tensor holds {dtype})"),
     }
 }
 
@@ -204,6 +292,32 @@ mod tests {
         // Under isize::MAX, so the shape is valid, but no allocator has 2^62 bytes.
         let e = Tensor::zeros(DType::U8, vec![1 << 62]).unwrap_err();
         assert_eq!(e, Error::OutOfMemory { bytes: 1 << 62 });
+    }
+
+    #[test]
+    fn string_tensors_hold_strings_not_bytes() {
+        let t = Tensor::from_strings(&[2, 1], ["", "é🦀"]).unwrap();
+        assert_eq!(t.strings().unwrap(), ["", "é🦀"]);
+        assert!(t.bytes().is_empty());
+        assert!(t.to_vec::<u8>().is_err());
+        assert_eq!(t.clone().into_strings().unwrap(), ["", "é🦀"]);
+        assert_eq!(
+            Tensor::zeros(DType::String, vec![2])
+                .unwrap()
+                .strings()
+                .unwrap(),
+            ["", ""]
+        );
+        assert!(matches!(
+            Tensor::from_strings(&[2, 2], ["a"; 3]),
+            Err(Error::ElementCount {
+                expected: 4,
+                actual: 3
+            })
+        ));
+        let numbers = Tensor::from_slice(&[1], &[1u8]).unwrap();
+        assert!(numbers.strings().is_err());
+        assert!(numbers.into_strings().is_err());
     }
 
     #[test]
