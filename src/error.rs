@@ -17,7 +17,7 @@ pub enum Error {
         key: String,
         /// Cranelift's message.
         message: String,
-        /// The function as built.
+        /// The function as built, or as far as Cranelift got with it.
         clif: String,
     },
     /// A call would allocate more than the cap [`crate::Limits`] sets; nothing was allocated.

@@ -150,16 +150,21 @@ pub(crate) fn define_pass<M: Module>(
         codegen::build_pass(&mut b, &key, nest, variant, module.target_config());
         b.finalize(module.target_config());
     }
-    let clif = ctx.func.display().to_string();
+    // Rendering CLIF costs about a quarter of a compile: only for listings and errors.
+    let clif = listing.then(|| ctx.func.display().to_string());
     if cfg!(debug_assertions) || listing {
         verify_function(&ctx.func, module.isa())
-            .map_err(|errors| codegen_error(errors.to_string(), clif.clone()))?;
+            .map_err(|errors| codegen_error(errors.to_string(), ctx.func.display().to_string()))?;
     }
     ctx.set_disasm(listing);
-    module
-        .define_function(id, &mut ctx)
-        .map_err(|e| codegen_error(format!("{e:?}"), clif.clone()))?;
-    let text = listing.then(|| Listing {
+    if let Err(e) = module.define_function(id, &mut ctx) {
+        // The function as far as Cranelift got with it.
+        return Err(codegen_error(
+            format!("{e:?}"),
+            ctx.func.display().to_string(),
+        ));
+    }
+    let text = clif.map(|clif| Listing {
         pass: Some(kind),
         variant: variant.name(),
         clif,
