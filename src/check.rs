@@ -15,15 +15,36 @@ const PARALLEL_FROM: usize = 1 << 17;
 /// The flat position of the first index in `bytes` (row-major, of `dtype`) that is not in
 /// `[-s, s)` (signed types) or `[0, s)` (unsigned types).
 pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
+    // Each index, widened to 64 bits, becomes `u` (k + s for signed types, k for unsigned)
+    // and must lie in `[0, limit)` (2s or s). With limit <= 2^62 that holds exactly when
+    // `u` has its top bit clear and `u - limit` has it set, so a block is bad when the top
+    // bit of the OR of `!(u - limit) | u` over it is set: adds, subtracts and ORs that
+    // vectorize with SSE2, which has no 64-bit compare. Larger `s` (possible only beside a
+    // zero-size dim) take the compare.
+    const FAST_UP_TO: usize = 1 << 61;
     macro_rules! scan {
-        ($t:ty, $bad:expr) => {{
+        ($t:ty, $signed:expr) => {{
             let size = std::mem::size_of::<$t>();
-            let bad = $bad;
             let read = |e: &[u8]| <$t>::from_le_bytes(e.try_into().expect("one element"));
+            let (bias, limit) = if $signed {
+                (s as u64, (s as u64).wrapping_mul(2))
+            } else {
+                (0, s as u64)
+            };
+            let flags = |e: &[u8]| {
+                let u = (read(e) as i64 as u64).wrapping_add(bias);
+                !u.wrapping_sub(limit) | u
+            };
+            let bad = |e: &[u8]| {
+                let k = read(e) as i128;
+                k < if $signed { -(s as i128) } else { 0 } || k >= s as i128
+            };
             let block_bad = |block: &[u8]| {
-                block
-                    .chunks_exact(size)
-                    .fold(false, |any, e| any | bad(read(e)))
+                if s <= FAST_UP_TO {
+                    block.chunks_exact(size).fold(0u64, |acc, e| acc | flags(e)) >> 63 != 0
+                } else {
+                    block.chunks_exact(size).any(bad)
+                }
             };
             let first_block = if bytes.len() / size >= PARALLEL_FROM {
                 bytes.par_chunks(BLOCK * size).position_first(block_bad)
@@ -34,26 +55,23 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
                 let block = &bytes[n * BLOCK * size..];
                 let at = block
                     .chunks_exact(size)
-                    .position(|e| bad(read(e)))
+                    .position(bad)
                     .expect("the block holds a bad index");
                 n * BLOCK + at
             })
         }};
     }
-    // Signed: k + s for negative k, then one unsigned compare rejects the rest (as in the
-    // compiled code). `s` fits i64: it is a dimension of a tensor in memory.
-    let si = s as i64;
-    let signed = |k: i64| (k.wrapping_add(si & (k >> 63)) as u64) >= s as u64;
-    let unsigned = |k: u64| k >= s as u64;
+    // `as i64 as u64` sign-extends signed types and zero-extends unsigned ones; u64
+    // indices past i64::MAX keep their bits, so their top bit marks them bad.
     match dtype {
-        DType::I8 => scan!(i8, |k: i8| signed(k.into())),
-        DType::I16 => scan!(i16, |k: i16| signed(k.into())),
-        DType::I32 => scan!(i32, |k: i32| signed(k.into())),
-        DType::I64 => scan!(i64, signed),
-        DType::U8 => scan!(u8, |k: u8| unsigned(k.into())),
-        DType::U16 => scan!(u16, |k: u16| unsigned(k.into())),
-        DType::U32 => scan!(u32, |k: u32| unsigned(k.into())),
-        DType::U64 => scan!(u64, unsigned),
+        DType::I8 => scan!(i8, true),
+        DType::I16 => scan!(i16, true),
+        DType::I32 => scan!(i32, true),
+        DType::I64 => scan!(i64, true),
+        DType::U8 => scan!(u8, false),
+        DType::U16 => scan!(u16, false),
+        DType::U32 => scan!(u32, false),
+        DType::U64 => scan!(u64, false),
         _ => unreachable!("validation admits only integer index dtypes"),
     }
 }
@@ -72,6 +90,47 @@ mod tests {
         assert_eq!(first_bad(DType::I64, &bytes_i64(&[0, 3, -4]), 3), Some(1));
         assert_eq!(first_bad(DType::I64, &bytes_i64(&[i64::MIN]), 3), Some(0));
         assert_eq!(first_bad(DType::U8, &[0, 2, 255, 3], 3), Some(2));
+        let u64s: Vec<u8> = [2u64, u64::MAX]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        assert_eq!(first_bad(DType::U64, &u64s, 3), Some(1));
+        // Every value near the bounds and the extremes, against the definition.
+        for s in [
+            1usize,
+            3,
+            1 << 20,
+            1 << 61,
+            (1 << 61) + 1,
+            i64::MAX as usize,
+            usize::MAX,
+        ] {
+            let si = s as i128;
+            let values = [
+                i64::MIN,
+                i64::MIN + 1,
+                -(s as i64) - 1,
+                -(s as i64),
+                -1,
+                0,
+                1,
+                s as i64 - 1,
+                s as i64,
+                i64::MAX - 1,
+                i64::MAX,
+            ];
+            for k in values {
+                let want = (k as i128 >= -si && (k as i128) < si)
+                    .then_some(())
+                    .is_none();
+                let got = first_bad(DType::I64, &bytes_i64(&[0, k]), s) == Some(1);
+                assert_eq!(got, want, "i64 {k} against {s}");
+                let u = k as u64;
+                let want = (u as u128) >= s as u128;
+                let got = first_bad(DType::U64, &u.to_le_bytes(), s) == Some(0);
+                assert_eq!(got, want, "u64 {u} against {s}");
+            }
+        }
         let mut many = vec![1i64; 3 * PARALLEL_FROM];
         many[2 * PARALLEL_FROM + 5] = -9;
         many[2 * PARALLEL_FROM + 7] = 9;
