@@ -23,6 +23,8 @@ mod cache;
 mod check;
 mod codegen;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod jit;
 mod kernel;
 mod mean;

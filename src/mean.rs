@@ -3,7 +3,7 @@
 //! dispatched on the dtype once per call.
 
 use half::{bf16, f16};
-use scatterjit_ir::{DType, Element, Reduction};
+use scatterjit_ir::{checked_numel, DType, Element, Reduction};
 
 use crate::tensor::TensorViewMut;
 
@@ -153,7 +153,7 @@ macro_rules! with_mean_type {
 pub(crate) fn prepare(out: &mut TensorViewMut<'_>, use_init_val: bool) -> MeanScratch {
     let dtype = out.dtype();
     let acc = Reduction::mean_accumulator(dtype).expect("keys admit mean only with an accumulator");
-    let n: usize = out.shape().iter().product();
+    let n = checked_numel(out.shape()).expect("the output shape was validated");
     let mut sums = vec![0u8; n * acc.size()];
     with_mean_type!(dtype, T => {
         let width = <<T as MeanElement>::Acc as Accumulator>::WIDTH;

@@ -2,5 +2,7 @@
 mod cli;
 mod differential;
 mod errors;
+mod fuzz_replay;
 mod golden;
 mod seeds;
+mod unsafe_audit;
