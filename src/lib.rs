@@ -27,6 +27,8 @@ mod check;
 mod codegen;
 pub mod error;
 pub mod ffi;
+#[doc(hidden)]
+pub mod fuzzing;
 mod jit;
 mod kernel;
 mod mean;

@@ -3,7 +3,7 @@
 //! dispatched on the dtype once per call.
 
 use half::{bf16, f16};
-use scatterjit_ir::{DType, Element, OpKind, Reduction};
+use scatterjit_ir::{checked_numel, DType, Element, OpKind, Reduction};
 
 use crate::alloc::{self, Buffer};
 use crate::error::{Error, Result};
@@ -168,7 +168,8 @@ impl MeanScratch {
     /// Sums and counts: a sum and an i64 count per element.
     fn bytes(dtype: DType, shape: &[usize]) -> u128 {
         let per_element = Self::sum_size(dtype) + std::mem::size_of::<i64>();
-        shape.iter().map(|&d| d as u128).product::<u128>() * per_element as u128
+        // A validated shape's element count fits usize (a zero dim makes it 0).
+        checked_numel(shape).map_or(u128::MAX, |n| n as u128 * per_element as u128)
     }
 
     /// Zeroed sums and counts for an output of `dtype` and `shape`, within the scratch cap;
@@ -176,8 +177,7 @@ impl MeanScratch {
     /// caller's tensors as they were.
     pub(crate) fn alloc(op: OpKind, dtype: DType, shape: &[usize]) -> Result<MeanScratch> {
         Self::check(op, dtype, shape)?;
-        // Validated: the output's element count fits usize.
-        let n: usize = shape.iter().product();
+        let n = checked_numel(shape)?;
         let len = n
             .checked_mul(Self::sum_size(dtype))
             .ok_or(Error::OutOfMemory {

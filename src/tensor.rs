@@ -27,7 +27,7 @@ impl Layout {
         if !is_dense(&self.shape, &self.strides) {
             return None;
         }
-        let numel: usize = self.shape.iter().product();
+        let numel = checked_numel(&self.shape).ok()?;
         let size = self.dtype.size();
         // Validated at construction: every position lies inside the slice.
         let start = self.offset * size;
@@ -85,11 +85,19 @@ impl Layout {
                 )));
             }
         }
+        // A view without elements addresses nothing, so any strides and offset are
+        // accepted; they are stored as 0 so that no address, byte range or step computed
+        // from them overflows (the other operands of a call need not be empty).
+        let empty = shape.contains(&0);
         Ok(Layout {
             dtype,
             shape: shape.to_vec(),
-            strides: strides.to_vec(),
-            offset,
+            strides: if empty {
+                vec![0; shape.len()]
+            } else {
+                strides.to_vec()
+            },
+            offset: if empty { 0 } else { offset },
         })
     }
 
@@ -206,7 +214,8 @@ pub struct TensorViewMut<'a> {
 
 impl<'a> TensorView<'a> {
     /// A view of `bytes` with element `strides` (zero and negative allowed) and the element
-    /// `offset` of position 0. Fails unless every position lies inside `bytes`.
+    /// `offset` of position 0. Fails unless every position lies inside `bytes`. A view with
+    /// no elements (a zero dim) accepts any strides and offset, and keeps them as zeros.
     ///
     /// A scalar broadcast to a shape (PyTorch's `scatter_(dim, index, value)`) is a view
     /// with all strides zero:
@@ -292,7 +301,8 @@ impl<'a> TensorView<'a> {
     }
 
     fn numel(&self) -> usize {
-        self.layout.shape.iter().product()
+        // A shape with a zero dim has no elements however large the others (no overflow).
+        checked_numel(&self.layout.shape).expect("counted when the view was made")
     }
 
     /// The elements as one row-major byte slice, if the view is laid out that way.
@@ -475,6 +485,8 @@ pub(crate) fn for_each_offset(shape: &[usize], strides: &[isize], mut f: impl Fn
     }
     let mut pos = vec![0usize; shape.len()];
     let mut off = 0isize;
+    // Wrapping steps: a dim's last step may leave the range (a size-1 dim may have any
+    // stride) before it is undone, but every offset passed to `f` is exact.
     loop {
         f(off);
         let mut d = shape.len();
@@ -484,11 +496,11 @@ pub(crate) fn for_each_offset(shape: &[usize], strides: &[isize], mut f: impl Fn
             }
             d -= 1;
             pos[d] += 1;
-            off += strides[d];
+            off = off.wrapping_add(strides[d]);
             if pos[d] < shape[d] {
                 break;
             }
-            off -= strides[d] * shape[d] as isize;
+            off = off.wrapping_sub(strides[d].wrapping_mul(shape[d] as isize));
             pos[d] = 0;
         }
     }
@@ -507,6 +519,20 @@ mod tests {
         assert!(TensorView::new(DType::F32, &[2, 3], &[-3, 1], 2, &bytes).is_err());
         assert!(TensorView::new(DType::F32, &[0, 100], &[100, 1], 0, &bytes).is_ok());
         assert!(TensorView::new(DType::F32, &[2], &[1, 1], 0, &bytes).is_err());
+    }
+
+    #[test]
+    fn empty_views_may_start_anywhere() {
+        // Found by fuzzing: the offset of an empty view sliced past the buffer, and its
+        // strides overflowed when a call split a non-empty output.
+        let bytes = [0u8; 8];
+        for (offset, strides) in [(6, [5, 1]), (usize::MAX, [isize::MIN, isize::MAX])] {
+            let v = TensorView::new(DType::F32, &[0, 3], &strides, offset, &bytes).unwrap();
+            assert_eq!(v.strides(), [0, 0]);
+            assert!(v.dense_bytes().is_none_or(|b| b.is_empty()));
+            assert_eq!(v.to_tensor().shape(), [0, 3]);
+            assert!(std::ptr::eq(v.raw().ptr, bytes.as_ptr()));
+        }
     }
 
     #[test]
@@ -548,5 +574,20 @@ mod tests {
         let mut n = 0;
         for_each_offset(&[], &[], |_| n += 1);
         assert_eq!(n, 1);
+        // Found by fuzzing: a size-1 dim's stride, stepped past and back, overflowed.
+        let mut seen = Vec::new();
+        for_each_offset(&[2, 1], &[1, isize::MAX], |o| seen.push(o));
+        assert_eq!(seen, [0, 1]);
+    }
+
+    #[test]
+    fn huge_empty_views_count_no_elements() {
+        // Found by fuzzing: counting [2^63, 4, 0] overflowed before reaching the zero.
+        let shape = [1usize << 63, 4, 0];
+        for strides in [[0, 0, 0], [4, 1, 1]] {
+            let v = TensorView::new(DType::F32, &shape, &strides, 0, &[]).unwrap();
+            assert_eq!(v.to_tensor().shape(), shape);
+            assert!(v.dense_bytes().is_none_or(|b| b.is_empty()));
+        }
     }
 }

@@ -4,7 +4,8 @@
 //! String tensors, which have no byte views, run out of place on owned tensors.
 
 use proptest::prelude::*;
-use scatterjit::ir::{interp, DType, KernelKey, Op, OpKind, Reduction, Tensor};
+use scatterjit::fuzzing::{agree, pools, Strided};
+use scatterjit::ir::{interp, DType, Op, OpKind, Reduction, Tensor};
 use scatterjit::{Error, KernelCache, TensorView, TensorViewMut};
 
 /// How an input is laid out in memory.
@@ -263,12 +264,6 @@ impl Case {
 }
 
 /// A buffer holding `t`'s elements in `layout`, with the strides and offset to view it.
-pub struct Strided {
-    pub bytes: Vec<u8>,
-    pub strides: Vec<isize>,
-    pub offset: usize,
-}
-
 pub fn lay_out(t: &Tensor, layout: Layout, rng_seed: u64) -> Strided {
     let size = t.dtype().size();
     let shape = t.shape();
@@ -341,49 +336,7 @@ pub fn lay_out(t: &Tensor, layout: Layout, rng_seed: u64) -> Strided {
     }
 }
 
-/// Element-wise equality of two byte buffers of `dtype`, where any NaN equals any NaN.
-pub fn same_values(dtype: DType, a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let part = match dtype {
-        DType::Complex64 => 4,
-        DType::Complex128 => 8,
-        d => d.size(),
-    };
-    let is_nan = |x: &[u8]| match dtype {
-        DType::F16 => half::f16::from_le_bytes([x[0], x[1]]).is_nan(),
-        DType::BF16 => half::bf16::from_le_bytes([x[0], x[1]]).is_nan(),
-        DType::F32 | DType::Complex64 => f32::from_le_bytes(x.try_into().unwrap()).is_nan(),
-        DType::F64 | DType::Complex128 => f64::from_le_bytes(x.try_into().unwrap()).is_nan(),
-        _ => false,
-    };
-    a.chunks_exact(part)
-        .zip(b.chunks_exact(part))
-        .all(|(x, y)| x == y || (is_nan(x) && is_nan(y)))
-}
-
-fn show(t: &Tensor) -> String {
-    format!("{} {:?} {:02x?}", t.dtype(), t.shape(), t.bytes())
-}
-
 /// Runs one case on every engine and path; `Err` describes the first disagreement.
-/// Pools of 1 and 3 threads, with the parallel grain lowered to 2 elements so that small
-/// cases split too.
-fn pools() -> &'static [rayon::ThreadPool; 2] {
-    static POOLS: std::sync::OnceLock<[rayon::ThreadPool; 2]> = std::sync::OnceLock::new();
-    POOLS.get_or_init(|| {
-        scatterjit::set_parallel_grain(2);
-        let pool = |n| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .expect("threads start")
-        };
-        [pool(1), pool(3)]
-    })
-}
-
 pub fn check(case: &Case) -> Result<(), String> {
     if case.dtype == DType::String {
         return check_strings(case);
@@ -420,118 +373,14 @@ pub fn check(case: &Case) -> Result<(), String> {
         }
         _ => None,
     };
-    // The interpreter sees exactly what the views hold, as contiguous tensors.
-    let updates_seen = uv.as_ref().map(|v| v.to_tensor());
-    let expected = interp::run(&op, &dv.to_tensor(), &iv.to_tensor(), updates_seen.as_ref());
-
-    let validated = op.validate(
-        data.meta(),
-        indices.meta(),
-        updates.as_ref().map(|u| u.meta()),
-    );
-    let key: KernelKey = match (&validated, &expected) {
-        (Ok(v), _) => v.key,
-        (Err(e), Err(want)) if e == want => return Ok(()),
-        (Err(e), _) => {
-            return Err(format!(
-                "validation says {e}, interpreter says {expected:?}"
-            ))
-        }
-    };
-    let kernel = KernelCache::global()
-        .get(&key)
-        .map_err(|e| format!("compile {key}: {e}"))?;
-    let agree = |what: &str, got: Result<Tensor, Error>| -> Result<(), String> {
-        match (&expected, got) {
-            (Ok(want), Ok(got)) => {
-                if want.shape() == got.shape()
-                    && same_values(want.dtype(), want.bytes(), got.bytes())
-                {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "{what}: {key}\n want {}\n got  {}",
-                        show(want),
-                        show(&got)
-                    ))
-                }
-            }
-            (Err(want), Err(got)) if got.as_invalid() == Some(want) => Ok(()),
-            (want, got) => Err(format!(
-                "{what}: {key}\n want {want:?}\n got  {:?}",
-                got.map(|t| show(&t))
-            )),
-        }
-    };
-
-    // 1. Out of place, on one thread and split over three: bit-identical.
-    let one = pools()[0].install(|| kernel.run(&dv, &iv, uv.as_ref()));
-    let three = pools()[1].install(|| kernel.run(&dv, &iv, uv.as_ref()));
-    match (&one, &three) {
-        (Ok(a), Ok(b)) if a.bytes() == b.bytes() => {}
-        (Err(a), Err(b)) if a == b => {}
-        _ => return Err(format!("{key}: 3 threads gave {three:?}, 1 thread {one:?}")),
-    }
-    agree("run", one)?;
-
-    // 2. Into a padded, garbage-filled output buffer.
-    let out_shape = match &expected {
-        Ok(t) => t.shape().to_vec(),
-        Err(_) => validated
-            .as_ref()
-            .map(|v| v.out_shape.clone())
-            .unwrap_or_default(),
-    };
-    let zeros = Tensor::zeros(case.dtype, out_shape.clone()).unwrap();
-    let mut os = lay_out(&zeros, Layout::Padded, seed ^ 0xff);
-    os.bytes
-        .iter_mut()
-        .for_each(|b| *b = if case.dtype == DType::Bool { 1 } else { 0x5A });
-    let before = os.bytes.clone();
-    let result = {
-        let mut ov = TensorViewMut::new(
-            case.dtype,
-            &out_shape,
-            &os.strides,
-            os.offset,
-            &mut os.bytes,
-        )
-        .unwrap();
-        kernel
-            .run_into(&mut ov, &dv, &iv, uv.as_ref())
-            .map(|()| ov.as_view().to_tensor())
-    };
-    if result.is_err() && os.bytes != before {
-        return Err(format!("run_into: {key} failed but wrote its output"));
-    }
-    agree("run_into", result)?;
-
-    // 3. In place on a strided copy of data (PyTorch scatter_).
-    if let Some(uv) = &uv {
-        let mut copy = lay_out(&data, case.layouts[0], seed ^ 0xabc);
-        let before = copy.bytes.clone();
-        let result = {
-            let mut view = TensorViewMut::new(
-                case.dtype,
-                data.shape(),
-                &copy.strides,
-                copy.offset,
-                &mut copy.bytes,
-            );
-            match &mut view {
-                // A reversed or padded layout of data is always a valid writable view.
-                Ok(view) => kernel
-                    .scatter_in_place(view, &iv, uv)
-                    .map(|()| view.as_view().to_tensor()),
-                Err(e) => return Err(format!("in place view: {e}")),
-            }
-        };
-        if result.is_err() && copy.bytes != before {
-            return Err(format!("scatter_in_place: {key} failed but changed data"));
-        }
-        agree("scatter_in_place", result)?;
-    }
-    Ok(())
+    agree(
+        &op,
+        &dv,
+        &iv,
+        uv.as_ref(),
+        |zeros| lay_out(zeros, Layout::Padded, seed ^ 0xff),
+        |data| lay_out(data, case.layouts[0], seed ^ 0xabc),
+    )
 }
 
 /// A string case: the interpreter against `scatterjit::run` (on 1 and 3 threads, which must

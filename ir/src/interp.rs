@@ -260,6 +260,10 @@ fn gather_elements<T: Clone>(inputs: &Inputs<'_>, data: &[T]) -> Vec<T> {
 fn gather<T: Clone>(inputs: &Inputs<'_>, data: &[T]) -> Vec<T> {
     let axis = inputs.validated.key.axis();
     let shape = inputs.data.shape();
+    if inputs.validated.out_shape.contains(&0) {
+        // The dims of data around the axis may be huge when the output is empty.
+        return Vec::new();
+    }
     let outer: usize = shape[..axis].iter().product();
     let s = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
@@ -1057,5 +1061,18 @@ mod tests {
         assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
         let e = run(&Op::Gather { axis: 0 }, &data, &t(&[1], &[0.0f32]), None).unwrap_err();
         assert!(matches!(e, Error::IndexDType { .. }), "{e}");
+    }
+
+    #[test]
+    fn empty_outputs_of_huge_shapes_are_immediate() {
+        // 2^62 x 0 x 2^62 has no elements: nothing to loop over, however large the dims.
+        let huge = 1usize << 62;
+        let data = Tensor::zeros(DType::F32, vec![huge, 0, huge]).unwrap();
+        assert_eq!(data.numel(), 0);
+        let indices = Tensor::zeros(DType::I64, vec![0]).unwrap();
+        let out = run(&Op::Gather { axis: 1 }, &data, &indices, None).unwrap();
+        assert_eq!(out.shape(), [huge, 0, huge]);
+        let data = Tensor::zeros(DType::U8, vec![huge, 4, 0]).unwrap();
+        assert_eq!(data.numel(), 0);
     }
 }

@@ -186,7 +186,8 @@ impl Tensor {
 
     /// Number of elements.
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        // A shape with a zero dim has no elements however large the others (no overflow).
+        checked_numel(&self.shape).expect("counted when the tensor was made")
     }
 
     /// The dtype and shape, for validation.

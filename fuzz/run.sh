@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs each fuzz target in turn with cargo-fuzz (nightly Rust, `cargo install cargo-fuzz`),
+# one process at a time, for a fixed time or a fixed number of executions.
+#
+#   fuzz/run.sh                      # every target, 60 s each
+#   fuzz/run.sh -t 600 differential  # one target, 10 minutes
+#   fuzz/run.sh -n 1000000           # every target, one million executions each
+#
+# New inputs go to fuzz/work/<target>/ (not in git); the seeds in fuzz/corpus/<target>/
+# are read, never written. A crash leaves its input in fuzz/artifacts/<target>/: fix the
+# bug, then copy the input into fuzz/corpus/<target>/ so the stable replay keeps it.
+# libFuzzer's last lines give the executions reached ("Done N runs in S second(s)").
+set -euo pipefail
+cd "$(dirname "$0")"
+
+limit=(-max_total_time=60)
+while getopts "t:n:" opt; do
+    case $opt in
+        t) limit=(-max_total_time="$OPTARG") ;;
+        n) limit=(-runs="$OPTARG") ;;
+        *) echo "usage: $0 [-t seconds | -n executions] [target...]" >&2; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    targets=(npy_reader key_and_shapes differential)
+fi
+
+for target in "${targets[@]}"; do
+    extra=()
+    if [ "$target" = differential ]; then
+        # Each new kernel key runs much of Cranelift, and the entropic schedule's
+        # per-feature bookkeeping then costs more than the run (3x fewer executions).
+        # The kernel cache keeps every key met, so allow it more than the default 2 GB.
+        extra=(-entropic=0 -rss_limit_mb=4096)
+    fi
+    mkdir -p "work/$target"
+    echo "== $target: ${limit[*]} ${extra[*]}"
+    cargo +nightly fuzz run "$target" "work/$target" "corpus/$target" -- \
+        "${limit[@]}" "${extra[@]}" -print_final_stats=1
+done
