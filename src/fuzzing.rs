@@ -137,7 +137,11 @@ fn check_npy(file: &[u8]) {
             let image = npy::to_bytes(&array.tensor, &array.descr)
                 .expect("an array read can be written with its own descr");
             let back = npy::from_bytes(&image).expect("a written array reads back");
-            assert_eq!(back, array, "write then read is the identity");
+            assert_eq!(back.tensor, array.tensor, "write then read is the identity");
+            // A string array is written as wide as its longest string, whatever it was read as.
+            if array.tensor.dtype() != DType::String {
+                assert_eq!(back.descr, array.descr, "the descr survives a round trip");
+            }
         }
         Err(e) => check_message(&e.to_string()),
     }
