@@ -6,7 +6,7 @@
 #   fuzz/run.sh -t 600 differential  # one target, 10 minutes
 #   fuzz/run.sh -n 1000000           # every target, one million executions each
 #
-# New inputs go to fuzz/work/<target>/ (not in git); the seeds in fuzz/corpus/<target>/
+# New inputs go to fuzz/found/<target>/ (not in git); the seeds in fuzz/corpus/<target>/
 # are read, never written. A crash leaves its input in fuzz/artifacts/<target>/: fix the
 # bug, then copy the input into fuzz/corpus/<target>/ so the stable replay keeps it.
 # libFuzzer's last lines give the executions reached ("Done N runs in S second(s)").
@@ -35,8 +35,8 @@ for target in "${targets[@]}"; do
         # The kernel cache keeps every key met, so allow it more than the default 2 GB.
         extra=(-entropic=0 -rss_limit_mb=4096)
     fi
-    mkdir -p "work/$target"
+    mkdir -p "found/$target"
     echo "== $target: ${limit[*]} ${extra[*]}"
-    cargo +nightly fuzz run "$target" "work/$target" "corpus/$target" -- \
+    cargo +nightly fuzz run "$target" "found/$target" "corpus/$target" -- \
         "${limit[@]}" "${extra[@]}" -print_final_stats=1
 done
