@@ -335,51 +335,36 @@ macro_rules! ieee_min_max {
 ieee_min_max!(f32, maximum_f32, minimum_f32);
 ieee_min_max!(f64, maximum_f64, minimum_f64);
 
-impl Arith for f32 {
-    fn add(self, other: Self) -> Self {
-        self + other
-    }
-    fn mul(self, other: Self) -> Self {
-        self * other
-    }
-    fn maximum(self, other: Self) -> Option<Self> {
-        Some(maximum_f32(self, other))
-    }
-    fn minimum(self, other: Self) -> Option<Self> {
-        Some(minimum_f32(self, other))
-    }
-    fn mean(start: Option<Self>, updates: &[Self]) -> Option<Self> {
-        let mut acc = start.unwrap_or(-0.0);
-        for &u in updates {
-            acc += u;
+/// `Arith` for a binary float type: IEEE arithmetic in the type itself, sums from -0.0.
+macro_rules! float_arith {
+    ($t:ty, $max:ident, $min:ident) => {
+        impl Arith for $t {
+            fn add(self, other: Self) -> Self {
+                self + other
+            }
+            fn mul(self, other: Self) -> Self {
+                self * other
+            }
+            fn maximum(self, other: Self) -> Option<Self> {
+                Some($max(self, other))
+            }
+            fn minimum(self, other: Self) -> Option<Self> {
+                Some($min(self, other))
+            }
+            fn mean(start: Option<Self>, updates: &[Self]) -> Option<Self> {
+                let mut acc = start.unwrap_or(-0.0);
+                for &u in updates {
+                    acc += u;
+                }
+                let divisor = updates.len() + usize::from(start.is_some());
+                Some(acc / divisor as $t)
+            }
         }
-        let divisor = updates.len() + usize::from(start.is_some());
-        Some(acc / divisor as f32)
-    }
+    };
 }
 
-impl Arith for f64 {
-    fn add(self, other: Self) -> Self {
-        self + other
-    }
-    fn mul(self, other: Self) -> Self {
-        self * other
-    }
-    fn maximum(self, other: Self) -> Option<Self> {
-        Some(maximum_f64(self, other))
-    }
-    fn minimum(self, other: Self) -> Option<Self> {
-        Some(minimum_f64(self, other))
-    }
-    fn mean(start: Option<Self>, updates: &[Self]) -> Option<Self> {
-        let mut acc = start.unwrap_or(-0.0);
-        for &u in updates {
-            acc += u;
-        }
-        let divisor = updates.len() + usize::from(start.is_some());
-        Some(acc / divisor as f64)
-    }
-}
+float_arith!(f32, maximum_f32, minimum_f32);
+float_arith!(f64, maximum_f64, minimum_f64);
 
 /// f16 and bf16: every combine in f32, rounded once to the 16-bit type; means accumulate in
 /// f32 and round once at the end.
