@@ -486,6 +486,31 @@ pub struct Strided {
     pub offset: usize,
 }
 
+impl Strided {
+    /// `t`'s elements placed at `offset` + position · `strides` in a buffer of `len`
+    /// elements. The gaps hold a recognizable garbage byte (1 for bools, so they stay
+    /// valid), so a kernel that reads them produces wrong values.
+    pub fn place(t: &Tensor, strides: Vec<isize>, offset: usize, len: usize) -> Strided {
+        let size = t.dtype().size();
+        let garbage = if t.dtype() == DType::Bool { 1 } else { 0xA5 };
+        let mut bytes = vec![garbage; len * size];
+        for flat in 0..t.numel() {
+            let position = unravel(flat, t.shape());
+            let at = position
+                .iter()
+                .zip(&strides)
+                .fold(offset as isize, |at, (&p, &s)| at + p as isize * s);
+            let at = at as usize * size;
+            bytes[at..at + size].copy_from_slice(&t.bytes()[flat * size..(flat + 1) * size]);
+        }
+        Strided {
+            bytes,
+            strides,
+            offset,
+        }
+    }
+}
+
 /// Pools of 1 and 3 threads, with the parallel grain lowered (process-wide) to 2 elements
 /// so that small problems are split too.
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
@@ -819,22 +844,7 @@ fn lay_out(c: &mut Choices, t: &Tensor, writable: bool) -> Strided {
         extent *= shape[d] + usize::from(choice >> 5) % 3;
     }
     let len = offset + extent + c.below(2);
-    let garbage = if t.dtype() == DType::Bool { 1 } else { 0xA5 };
-    let mut bytes = vec![garbage; len * size];
-    for flat in 0..t.numel() {
-        let position = unravel(flat, shape);
-        let at = position
-            .iter()
-            .zip(&strides)
-            .fold(offset as isize, |at, (&p, &s)| at + p as isize * s);
-        let at = at as usize * size;
-        bytes[at..at + size].copy_from_slice(&t.bytes()[flat * size..(flat + 1) * size]);
-    }
-    Strided {
-        bytes,
-        strides,
-        offset,
-    }
+    Strided::place(t, strides, offset, len)
 }
 
 /// A small random problem on the JIT and the interpreter; see [`agree`].

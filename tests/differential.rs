@@ -307,33 +307,7 @@ pub fn lay_out(t: &Tensor, layout: Layout, rng_seed: u64) -> Strided {
         offset = (shape[0] - 1) * strides[0] as usize;
         strides[0] = -strides[0];
     }
-    // Gaps hold a recognizable garbage byte: a kernel that reads them produces wrong values.
-    let mut bytes = vec![0xA5u8; total * size];
-    if t.dtype() == DType::Bool {
-        bytes.fill(1);
-    }
-    let src: Vec<isize> = t.strides().iter().map(|&s| s as isize).collect();
-    let mut pos = vec![0usize; shape.len()];
-    for flat in 0..numel {
-        let mut rem = flat;
-        for d in 0..shape.len() {
-            pos[d] = rem / src[d] as usize;
-            rem %= src[d] as usize;
-        }
-        let at: isize = offset as isize
-            + pos
-                .iter()
-                .zip(&strides)
-                .map(|(&p, &s)| p as isize * s)
-                .sum::<isize>();
-        let at = at as usize * size;
-        bytes[at..at + size].copy_from_slice(&t.bytes()[flat * size..(flat + 1) * size]);
-    }
-    Strided {
-        bytes,
-        strides,
-        offset,
-    }
+    Strided::place(t, strides, offset, total)
 }
 
 /// Runs one case on every engine and path; `Err` describes the first disagreement.
