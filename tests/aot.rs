@@ -8,7 +8,9 @@ use std::process::Command;
 
 use scatterjit::KernelKey;
 
-use crate::c_harness::{check, check_example, compile, parse, root, run, scratch};
+use crate::c_harness::{
+    assert_readme_shows, check, check_example, compile, parse, root, run, scratch,
+};
 
 /// The cases of `tests/c/aot_test.c` and the kernel each calls.
 const CASES: &[(&str, &str)] = &[
@@ -117,12 +119,7 @@ fn c_calls_ahead_of_time_kernels() {
 /// computes.
 #[test]
 fn the_readme_example_runs() {
-    let example = std::fs::read_to_string(root().join("tests/c/aot_example.c")).expect("example");
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    assert!(
-        readme.contains(&format!("```c\n{example}```")),
-        "README.md must show tests/c/aot_example.c verbatim"
-    );
+    assert_readme_shows("aot_example.c");
     let dir = scratch("aot-example");
     let object = dir.join("kernels.o");
     aot(&[

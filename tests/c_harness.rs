@@ -14,6 +14,16 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Asserts that README.md shows `tests/c/<name>` verbatim in a C code block.
+pub fn assert_readme_shows(name: &str) {
+    let example = std::fs::read_to_string(root().join("tests/c").join(name)).expect("example");
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    assert!(
+        readme.contains(&format!("```c\n{example}```")),
+        "README.md must show tests/c/{name} verbatim"
+    );
+}
+
 /// A fresh directory under cargo's temporary directory for integration tests.
 pub fn scratch(test: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))

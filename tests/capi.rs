@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::c_harness::{check, check_example, compile, parse, root, run, scratch};
+use crate::c_harness::{
+    assert_readme_shows, check, check_example, compile, parse, root, run, scratch,
+};
 
 /// The cases of `tests/c/capi_test.c` and the kernel each calls.
 const CASES: &[(&str, &str)] = &[
@@ -120,12 +122,7 @@ fn c_calls_the_shared_library() {
 /// computes.
 #[test]
 fn the_readme_example_runs() {
-    let example = std::fs::read_to_string(root().join("tests/c/capi_example.c")).expect("example");
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    assert!(
-        readme.contains(&format!("```c\n{example}```")),
-        "README.md must show tests/c/capi_example.c verbatim"
-    );
+    assert_readme_shows("capi_example.c");
     let dir = scratch("capi-example");
     let binary = build("capi_example.c", &dir);
     let out = Command::new(&binary).output().expect("run the example");
