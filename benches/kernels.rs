@@ -3,7 +3,7 @@
 //! - `compile/<key>`: compiling one kernel from scratch (`Kernel::compile`), all passes.
 //! - `cache_hit/<key>`: `KernelCache::get` on a warm cache.
 //! - `workload/<key>/<engine>`: each workload of the standard suite at a small size
-//!   (`scatterjit::bench::suite`), run by the JIT out of place (`jit_run`), by the JIT into
+//!   (`scatterjit_testkit::suite`), run by the JIT out of place (`jit_run`), by the JIT into
 //!   a preallocated output (`jit_run_into`), and by the reference interpreter (`interp`). Before timing,
 //!   the JIT's outputs are checked byte for byte against the interpreter's.
 //!
@@ -22,7 +22,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use scatterjit::{ir::interp, Kernel, KernelCache, KernelKey, Tensor, TensorView, TensorViewMut};
 
-use scatterjit::bench::suite::{SMALL_SEED, WORKLOADS};
+use scatterjit_testkit::suite::{SMALL_SEED, WORKLOADS};
 
 /// Keys of the `compile` and `cache_hit` groups: the suite's, each once.
 fn keys() -> Vec<KernelKey> {

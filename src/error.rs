@@ -40,8 +40,6 @@ pub enum Error {
         /// Bytes asked for.
         bytes: u128,
     },
-    /// `scatterjit bench` could not run or found a wrong result; the message says which.
-    Bench(String),
 }
 
 impl Error {
@@ -81,7 +79,6 @@ impl fmt::Display for Error {
                 f,
                 "{op}: out of memory: cannot allocate {bytes} bytes for the {buffer}"
             ),
-            Error::Bench(message) => write!(f, "bench: {message}"),
         }
     }
 }

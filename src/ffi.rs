@@ -47,7 +47,7 @@ impl From<Error> for Failure {
                 _ => Status::Shape,
             },
             Error::LimitExceeded { .. } | Error::OutOfMemory { .. } => Status::Resource,
-            Error::Codegen { .. } | Error::Bench(_) => Status::Internal,
+            Error::Codegen { .. } => Status::Internal,
         };
         Failure(status, e.to_string())
     }

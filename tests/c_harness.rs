@@ -9,9 +9,14 @@ use std::process::Command;
 use scatterjit::ir::{interp, Error as IrError};
 use scatterjit::{DType, Error, KernelKey, Op, OpKind, Tensor};
 
-/// The repository root (where `include/` and `tests/c/` are).
+/// The repository root (where `include/` and `tests/c/` are): this crate's directory or,
+/// for the command-line tool's tests, which share this harness, its parent.
 pub fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|dir| dir.join("include").is_dir())
+        .unwrap_or(manifest)
 }
 
 /// Asserts that README.md shows `tests/c/<name>` verbatim in a C code block.

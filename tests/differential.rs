@@ -4,9 +4,9 @@
 //! String tensors, which have no byte views, run out of place on owned tensors.
 
 use proptest::prelude::*;
-use scatterjit::fuzzing::{agree, pools, Strided};
 use scatterjit::ir::{interp, DType, Op, OpKind, Reduction, Tensor};
 use scatterjit::{Error, KernelCache, TensorView, TensorViewMut};
+use scatterjit_testkit::fuzzing::{agree, pools, Strided};
 
 /// How an input is laid out in memory.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -800,7 +800,7 @@ fn integer_means_are_exact_and_floor() {
 /// a buffer and in place.
 #[test]
 fn suite_workloads_agree_with_interpreter() {
-    use scatterjit::bench::suite::WORKLOADS;
+    use scatterjit_testkit::suite::WORKLOADS;
     for w in WORKLOADS {
         let p = w.problem(w.small_div * 2, 7);
         let want = interp::run(&p.op, &p.data, &p.indices, p.updates.as_ref()).unwrap();

@@ -1,14 +1,9 @@
-//! The one integration test binary.
-mod aot;
+//! The library's integration test binary. The command-line tool's tests, and the bad-input
+//! suites that cover every entry point including the tool, are in `cli/tests/`.
 mod c_harness;
 mod capi;
-mod cli;
 mod differential;
-mod errors;
-mod fuzz_replay;
 mod golden;
-mod limits;
-mod matrix;
 mod seeds;
 mod stress;
 mod unsafe_audit;

@@ -2,9 +2,9 @@
 //! compile per key while nothing is evicted, correct results and untouched outputs on bad
 //! indices, and no crash when a small cache evicts kernels other threads are running.
 
-use scatterjit::bench::suite::{Problem, SplitMix64, WORKLOADS};
 use scatterjit::ir::{self, interp};
 use scatterjit::{Error, KernelCache, Tensor, TensorView, TensorViewMut};
+use scatterjit_testkit::suite::{Problem, SplitMix64, WORKLOADS};
 
 /// Threads hammering the cache at once (more than the cores, so they interleave).
 pub const THREADS: usize = 8;

@@ -1,4 +1,4 @@
-//! libFuzzer target; the body is [`scatterjit::fuzzing::key_and_shapes`].
+//! libFuzzer target; the body is [`scatterjit_testkit::fuzzing::key_and_shapes`].
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| scatterjit::fuzzing::key_and_shapes(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| scatterjit_testkit::fuzzing::key_and_shapes(data));

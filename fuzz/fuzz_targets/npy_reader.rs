@@ -1,4 +1,4 @@
-//! libFuzzer target; the body is [`scatterjit::fuzzing::npy_reader`].
+//! libFuzzer target; the body is [`scatterjit_cli::fuzz::npy_reader`].
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| scatterjit::fuzzing::npy_reader(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| scatterjit_cli::fuzz::npy_reader(data));

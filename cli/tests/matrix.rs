@@ -39,7 +39,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use scatterjit::ir::{
     interp, DType, Error as IrError, Op, OpKind, Reduction, Tensor, TensorRole, MAX_RANK,
 };
-use scatterjit::{npy, Error, TensorView, TensorViewMut};
+use scatterjit::{Error, TensorView, TensorViewMut};
+use scatterjit_cli::npy;
 
 use crate::cli::{read, run_binary, Dir};
 use crate::errors::{

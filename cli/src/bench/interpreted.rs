@@ -10,11 +10,11 @@
 //! interpreter before it is timed.
 
 use half::{bf16, f16};
-use scatterjit_ir::{
+use scatterjit::ir::{
     row_major_strides, unravel, DType, Error as IrError, Op, OpKind, Reduction, Tensor, TensorRole,
 };
 
-use crate::error::{Error, Result};
+use scatterjit::{Error, Result};
 
 /// A plain numeric type stored in tensors: every bit pattern is a valid value.
 trait Plain: Copy + 'static {

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 
 use super::report::{gbps, table_engine_names};
 use super::Report;
-use crate::error::{Error, Result};
+use super::{Error, Result};
 
 /// One colour per engine, in [`super::ENGINES`] order.
 const COLOURS: [RGBColor; 4] = [
@@ -19,7 +19,7 @@ const COLOURS: [RGBColor; 4] = [
 /// Writes the chart to `path` as SVG: one group of horizontal bars per workload.
 pub fn write_svg(report: &Report, path: &Path) -> Result<()> {
     let failed = |e: &dyn std::fmt::Display| {
-        Error::Bench(format!("cannot draw the chart {}: {e}", path.display()))
+        Error::Run(format!("cannot draw the chart {}: {e}", path.display()))
     };
     let rows = report.rows.len().max(1);
     let engines = COLOURS.len();

@@ -16,7 +16,8 @@ use std::time::Duration;
 use anyhow::{anyhow, Result};
 use clap::error::ErrorKind;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
-use scatterjit::{npy, DType, KernelCache, KernelKey, Op, Reduction, Tensor};
+use scatterjit::{DType, KernelCache, KernelKey, Op, Reduction, Tensor};
+use scatterjit_cli::npy;
 
 /// Compiles scatter/gather kernels at run time with Cranelift and runs them on .npy files.
 #[derive(Parser)]
@@ -605,7 +606,7 @@ fn examples() -> Result<Vec<Example>> {
 
 /// Runs the examples; the exit status is a failure if any result differs from the expected one.
 fn bench(args: BenchArgs) -> Result<()> {
-    use scatterjit::bench;
+    use scatterjit_cli::bench;
     let mut options = bench::Options {
         quick: args.quick,
         only: args.only,

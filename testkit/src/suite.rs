@@ -5,7 +5,7 @@
 //! SplitMix64, so the values differ but follow the same rules: index patterns as described
 //! by [`IndexPattern`], updates and data uniform in [-1, 1) for floats and in [0, 100) for
 //! integers, every tensor C-contiguous.
-use scatterjit_ir::{DType, KernelKey, Meta, Op, OpKind, Reduction, Tensor};
+use scatterjit::ir::{DType, KernelKey, Meta, Op, OpKind, Reduction, Tensor};
 
 /// How a workload's indices are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,8 @@ use std::process::{Command, Output};
 
 use half::{bf16, f16};
 use scatterjit::ir::{Complex128, Complex64, Element};
-use scatterjit::{npy, DType, Tensor};
+use scatterjit::{DType, Tensor};
+use scatterjit_cli::npy;
 
 /// A fresh directory per test under cargo's temporary directory for integration tests,
 /// removed when the test ends.

@@ -41,7 +41,7 @@ use std::io::{self, Cursor, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use scatterjit_ir::{checked_nbytes, DType, Tensor};
+use scatterjit::ir::{checked_nbytes, DType, Tensor};
 
 /// The six bytes every `.npy` file starts with.
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -187,7 +187,7 @@ pub enum NpyErrorKind {
         len: usize,
     },
     /// The op IR refused the tensor (not expected once the checks above pass).
-    Tensor(scatterjit_ir::Error),
+    Tensor(scatterjit::ir::Error),
 }
 
 impl fmt::Display for NpyErrorKind {
@@ -353,9 +353,9 @@ fn io_error(action: &'static str) -> impl FnOnce(io::Error) -> NpyErrorKind {
 /// copy of the payload.
 ///
 /// ```no_run
-/// let array = scatterjit::npy::read("data.npy")?;
+/// let array = scatterjit_cli::npy::read("data.npy")?;
 /// println!("{} {:?} ({})", array.tensor.dtype(), array.tensor.shape(), array.descr);
-/// # Ok::<(), scatterjit::npy::NpyError>(())
+/// # Ok::<(), scatterjit_cli::npy::NpyError>(())
 /// ```
 pub fn read(path: impl AsRef<Path>) -> Result<NpyArray, NpyError> {
     let path = path.as_ref();
@@ -384,7 +384,8 @@ pub fn read_from<R: Read + Seek>(reader: R) -> Result<NpyArray, NpyError> {
 /// Reads a `.npy` array from an in-memory file image (copies the payload into the tensor).
 ///
 /// ```
-/// use scatterjit::{npy, Tensor};
+/// use scatterjit::Tensor;
+/// use scatterjit_cli::npy;
 /// let t = Tensor::from_slice(&[2], &[1.5f32, -2.0]).unwrap();
 /// let bytes = npy::to_bytes(&t, "<f4").unwrap();
 /// assert_eq!(npy::from_bytes(&bytes).unwrap().tensor, t);
@@ -522,7 +523,7 @@ fn read_stream<R: Read + Seek>(mut r: R) -> KindResult<NpyArray> {
     }
     let tensor = match stored {
         Stored::Fixed(dtype) => Tensor::from_bytes(dtype, shape, data).map_err(|e| match e {
-            scatterjit_ir::Error::InvalidBool { offset, byte } => {
+            scatterjit::ir::Error::InvalidBool { offset, byte } => {
                 NpyErrorKind::InvalidBool { offset, byte }
             }
             other => NpyErrorKind::Tensor(other),
@@ -575,7 +576,7 @@ impl Unicode {
     /// Payload bytes of `shape`, if they and one element's bytes fit in memory.
     fn nbytes(self, shape: &[usize]) -> Option<usize> {
         let element = self.width.checked_mul(4)?;
-        scatterjit_ir::checked_numel(shape)
+        scatterjit::ir::checked_numel(shape)
             .ok()?
             .checked_mul(element)
             .filter(|&n| n <= isize::MAX as usize)
@@ -1221,7 +1222,8 @@ fn header_bytes(shape: &[usize], descr: &str) -> KindResult<Vec<u8>> {
 /// descr for strings, which are written with the width of the longest one).
 ///
 /// ```
-/// use scatterjit::{npy, Tensor};
+/// use scatterjit::Tensor;
+/// use scatterjit_cli::npy;
 /// let t = Tensor::from_slice(&[3], &[1u8, 2, 3]).unwrap();
 /// let bytes = npy::to_bytes(&t, "|u1").unwrap();
 /// assert!(bytes.starts_with(b"\x93NUMPY\x01\x00"));

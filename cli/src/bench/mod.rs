@@ -6,28 +6,26 @@
 //! neighbour hurts them alike) and reports medians:
 //!
 //! - `interp`: [`interpreted::run_into`], the dispatch-once loop of a framework without a JIT;
-//! - `jit x1`, `jit xN`: [`crate::Kernel::run_into`] into a reused output buffer, in a rayon
+//! - `jit x1`, `jit xN`: [`scatterjit::Kernel::run_into`] into a reused output buffer, in a rayon
 //!   pool of 1 and of N threads (data is left unchanged, as in an out-of-place op);
 //! - `copy`: the bandwidth floor of the peers' tables, a copy of an output-sized buffer plus
 //!   one read of indices and updates.
 //!
 //! GB/s counts the essential traffic: bytes of data, indices, updates and output.
 
+mod error;
 pub mod interpreted;
 pub mod plot;
 pub mod report;
-pub mod suite;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use scatterjit_ir::{interp, Tensor};
+use scatterjit::ir::{interp, Tensor};
+use scatterjit::{Kernel, KernelCache, TensorView, TensorViewMut};
+use scatterjit_testkit::suite::{self, Problem, Workload, WORKLOADS};
 
-use crate::error::{Error, Result};
-use crate::kernel::Kernel;
-use crate::tensor::{TensorView, TensorViewMut};
-use crate::KernelCache;
-use suite::{Problem, Workload, WORKLOADS};
+pub use error::{Error, Result};
 
 /// What to run and how long.
 #[derive(Clone, Debug)]
@@ -131,7 +129,7 @@ pub fn run(options: &Options, progress: &mut dyn Progress) -> Result<Report> {
         .find(|n| !WORKLOADS.iter().any(|w| w.name == n.as_str()))
     {
         let names: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
-        return Err(Error::Bench(format!(
+        return Err(Error::Run(format!(
             "no workload named {unknown:?}; the suite has {}",
             names.join(", ")
         )));
@@ -140,7 +138,7 @@ pub fn run(options: &Options, progress: &mut dyn Progress) -> Result<Report> {
         rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
-            .map_err(|e| Error::Bench(format!("cannot start {threads} threads: {e}")))
+            .map_err(|e| Error::Run(format!("cannot start {threads} threads: {e}")))
     };
     let threads = options.threads.max(1);
     let pools = [pool(1)?, pool(threads)?];
@@ -225,7 +223,7 @@ fn run_workload(
     }
     for (engine, out) in ENGINES.iter().zip(&outs) {
         if out.bytes() != expected.bytes() {
-            return Err(Error::Bench(format!(
+            return Err(Error::Run(format!(
                 "{}: {engine} differs from the reference interpreter",
                 w.name
             )));
@@ -264,6 +262,7 @@ fn run_workload(
                     black_box(&p.indices),
                     black_box(p.updates.as_ref()),
                 )
+                .map_err(Error::from)
             })?,
             time(&mut || {
                 jit(
@@ -326,7 +325,8 @@ fn jit(
             black_box(indices),
             black_box(updates.as_ref()),
         )
-    })
+    })?;
+    Ok(())
 }
 
 /// The bandwidth floor: copy an output-sized buffer, read indices and updates.

@@ -1,15 +1,16 @@
 //! The fuzz targets' bounded pass on stable Rust: every file of each target's seed corpus
 //! (`fuzz/corpus/<target>/`, crash reproducers included), then a fixed number of
 //! deterministic mutations of them, through the same bodies the cargo-fuzz targets run
-//! (`scatterjit::fuzzing`). The generated seeds live here; `BLESS=1` rewrites them.
+//! (`scatterjit_testkit::fuzzing`, `scatterjit_cli::fuzz`). The generated seeds live here; `BLESS=1` rewrites them.
 
 use std::fs;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
-use scatterjit::bench::suite::SplitMix64;
 use scatterjit::ir::{DType, KernelKey, OpKind, Reduction, Tensor};
-use scatterjit::{fuzzing, npy};
+use scatterjit_cli::{fuzz, npy};
+use scatterjit_testkit::fuzzing;
+use scatterjit_testkit::suite::SplitMix64;
 
 /// One fuzz target: its body, its generated seeds, and how many mutations the replay runs.
 struct Target {
@@ -21,7 +22,7 @@ struct Target {
 
 const NPY_READER: Target = Target {
     name: "npy_reader",
-    body: fuzzing::npy_reader,
+    body: fuzz::npy_reader,
     seeds: npy_seeds,
     mutations: 3000,
 };
@@ -43,7 +44,7 @@ const DIFFERENTIAL: Target = Target {
 
 fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
+        .join("../fuzz/corpus")
         .join(target)
 }
 

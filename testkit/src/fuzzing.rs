@@ -11,13 +11,12 @@
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
-use scatterjit_ir::{
+use scatterjit::ir::{
     checked_nbytes, checked_numel, interp, normalize_axis, unravel, DType, Error as IrError,
     KernelKey, Meta, Op, OpKind, Plan, Reduction, Tensor, TensorRole, Validated, MAX_RANK,
 };
 
-use crate::error::Error;
-use crate::{npy, KernelCache, TensorView, TensorViewMut};
+use scatterjit::{Error, KernelCache, TensorView, TensorViewMut};
 
 /// Fuzz input read as a stream of choices. Past its end every read yields zeros, so any
 /// input, the empty one included, decodes to something.
@@ -78,7 +77,7 @@ impl<'a> Choices<'a> {
 }
 
 /// Asserts an error message is one non-empty line that does not start with a capital.
-fn check_message(message: &str) {
+pub fn check_message(message: &str) {
     assert!(
         !message.is_empty() && !message.contains('\n'),
         "an error message must be one line: {message:?}"
@@ -87,64 +86,6 @@ fn check_message(message: &str) {
         !message.starts_with(|c: char| c.is_uppercase()),
         "error messages are lowercase: {message:?}"
     );
-}
-
-// ---------------------------------------------------------------------------------------------
-// The `.npy` reader
-
-/// Reads bytes as a `.npy` file. A first byte below `0x80` means the rest is the file; from
-/// `0x80` on, the rest is header text up to its first newline and then the payload, and the
-/// preamble (magic, version `1 + byte % 3`, header length) is written around them, so that
-/// mutations reach the header parser without breaking the length field.
-///
-/// Promises checked: reading never panics; an error is a one-line message; an array read is
-/// exactly the file's tail (nothing more is allocated or invented) and writes back to an
-/// image that reads as the same array.
-pub fn npy_reader(data: &[u8]) {
-    let Some((&mode, rest)) = data.split_first() else {
-        return check_npy(data);
-    };
-    if mode < 0x80 {
-        return check_npy(rest);
-    }
-    let version = 1 + mode % 3;
-    let split = rest
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(rest.len(), |p| p + 1);
-    let (text, payload) = rest.split_at(split);
-    let mut file = b"\x93NUMPY".to_vec();
-    file.extend_from_slice(&[version, 0]);
-    if version == 1 {
-        let len = u16::try_from(text.len()).unwrap_or(u16::MAX);
-        file.extend_from_slice(&len.to_le_bytes());
-    } else {
-        let len = u32::try_from(text.len()).unwrap_or(u32::MAX);
-        file.extend_from_slice(&len.to_le_bytes());
-    }
-    file.extend_from_slice(text);
-    file.extend_from_slice(payload);
-    check_npy(&file);
-}
-
-fn check_npy(file: &[u8]) {
-    match npy::from_bytes(file) {
-        Ok(array) => {
-            assert!(
-                file.ends_with(array.tensor.bytes()),
-                "the payload is the file's tail"
-            );
-            let image = npy::to_bytes(&array.tensor, &array.descr)
-                .expect("an array read can be written with its own descr");
-            let back = npy::from_bytes(&image).expect("a written array reads back");
-            assert_eq!(back.tensor, array.tensor, "write then read is the identity");
-            // A string array is written as wide as its longest string, whatever it was read as.
-            if array.tensor.dtype() != DType::String {
-                assert_eq!(back.descr, array.descr, "the descr survives a round trip");
-            }
-        }
-        Err(e) => check_message(&e.to_string()),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -330,7 +271,7 @@ fn validation(c: &mut Choices) {
             // Empty outputs of any rank, possibly beside huge dims, cost the JIT nothing
             // to run (larger problems are the differential target's).
             if out.numel() == 0 {
-                match crate::run(&op, &data_t, &indices_t, updates_t.as_ref()) {
+                match scatterjit::run(&op, &data_t, &indices_t, updates_t.as_ref()) {
                     Ok(got) => assert_eq!(got.shape(), v.out_shape, "{}: JIT output", v.key),
                     Err(e) => panic!("{}: the JIT refused an empty problem: {e}", v.key),
                 }
@@ -516,7 +457,7 @@ impl Strided {
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     static POOLS: OnceLock<[rayon::ThreadPool; 2]> = OnceLock::new();
     POOLS.get_or_init(|| {
-        crate::set_parallel_grain(2);
+        scatterjit::set_parallel_grain(2);
         let pool = |n| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
@@ -559,7 +500,7 @@ fn show(t: &Tensor) -> String {
 }
 
 /// Runs `op` on the reference interpreter and on the JIT every way a caller can: the public
-/// [`crate::run`] on contiguous copies; [`crate::Kernel::run`] on the views, on one thread
+/// [`scatterjit::run`] on contiguous copies; [`scatterjit::Kernel::run`] on the views, on one thread
 /// and split over three (bit-identical); `run_into` an output laid out by `out_layout`
 /// (given the zero output tensor; its bytes are then filled with garbage); and, for
 /// scatter, in place on `data` laid out by `in_place_layout` (given data's elements). All
@@ -599,7 +540,7 @@ pub fn agree(
     // 0. The public API, on the contiguous copies.
     agree_with(
         "run",
-        crate::run(op, &data_t, &indices_t, updates_t.as_ref()),
+        scatterjit::run(op, &data_t, &indices_t, updates_t.as_ref()),
     )?;
 
     let validated = op.validate(data.meta(), indices.meta(), updates.map(|u| u.meta()));
