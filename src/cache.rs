@@ -11,11 +11,14 @@ use scatterjit_ir::KernelKey;
 
 use crate::error::Result;
 use crate::kernel::Kernel;
+use crate::once::OnceOk;
 
-/// One key's slot: filled once by the first thread that asks; others wait on it.
+/// One key's slot: filled by the first thread whose compile succeeds; others wait on it. A
+/// failed compile is returned to the threads that asked and not kept, so the key is
+/// compiled again on its next use.
 #[derive(Default)]
 struct Slot {
-    kernel: OnceLock<Result<Arc<Kernel>>>,
+    kernel: OnceOk<Arc<Kernel>>,
     /// Lookup tick of the last use; the smallest is evicted first.
     last_used: AtomicU64,
 }
@@ -147,8 +150,8 @@ impl KernelCache {
             match slots.get(key) {
                 Some(slot) => {
                     slot.last_used.store(tick, Ordering::Relaxed);
-                    if let Some(result) = slot.kernel.get() {
-                        return result.clone();
+                    if let Some(kernel) = slot.kernel.get() {
+                        return Ok(kernel.clone());
                     }
                     slot.clone()
                 }
@@ -158,18 +161,14 @@ impl KernelCache {
                 }
             }
         };
-        let mut compiled_here = false;
-        let result = slot.kernel.get_or_init(|| {
-            compiled_here = true;
+        let kernel = slot.kernel.get_or_try_init(|| -> Result<_> {
             self.misses.fetch_add(1, Ordering::Relaxed);
-            let kernel = Kernel::compile(*key).map(Arc::new);
-            if let Ok(k) = &kernel {
-                let nanos = u64::try_from(k.compile_time().as_nanos()).unwrap_or(u64::MAX);
-                self.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
-            }
-            kernel
-        });
-        result.clone()
+            let kernel = compile(key)?;
+            let nanos = u64::try_from(kernel.compile_time().as_nanos()).unwrap_or(u64::MAX);
+            self.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
+            Ok(Arc::new(kernel))
+        })?;
+        Ok(kernel.clone())
     }
 
     /// The slot for a key not found under the shared lock, making room if the cache is full.
@@ -196,7 +195,7 @@ impl KernelCache {
             }
         }
         let slot = Arc::new(Slot {
-            kernel: OnceLock::new(),
+            kernel: OnceOk::default(),
             last_used: AtomicU64::new(tick),
         });
         slots.insert(*key, slot.clone());
@@ -214,6 +213,24 @@ impl KernelCache {
             kernels: self.slots.read().unwrap_or_else(|e| e.into_inner()).len(),
         }
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Makes this thread's next compile through a cache fail, as a transient failure would.
+    static FAIL_NEXT_COMPILE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn compile(key: &KernelKey) -> Result<Kernel> {
+    #[cfg(test)]
+    if FAIL_NEXT_COMPILE.with(|f| f.replace(false)) {
+        return Err(crate::Error::Codegen {
+            key: key.to_string(),
+            message: "injected failure".into(),
+            clif: String::new(),
+        });
+    }
+    Kernel::compile(*key)
 }
 
 impl std::fmt::Debug for KernelCache {
@@ -247,6 +264,17 @@ mod tests {
         assert!(kernels.iter().all(|k| Arc::ptr_eq(k, &kernels[0])));
         let stats = cache.stats();
         assert_eq!((stats.misses, stats.hits, stats.kernels), (1, 7, 1));
+    }
+
+    #[test]
+    fn a_failed_compile_is_retried() {
+        let cache = KernelCache::new();
+        let key = key(DType::F64);
+        FAIL_NEXT_COMPILE.with(|f| f.set(true));
+        assert!(matches!(cache.get(&key), Err(crate::Error::Codegen { .. })));
+        assert!(cache.get(&key).is_ok(), "the next use compiles again");
+        let stats = cache.stats();
+        assert_eq!((stats.misses, stats.kernels), (2, 1));
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! the parameter block, run the passes in order.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -19,6 +18,7 @@ use crate::codegen;
 use crate::error::{Error, Result};
 use crate::jit::{self, Code, Listing, PassFn};
 use crate::mean::{self, MeanScratch};
+use crate::once::OnceOk;
 use crate::partials;
 use crate::tensor::{self, RawOperand, TensorView, TensorViewMut};
 
@@ -33,8 +33,8 @@ use crate::tensor::{self, RawOperand, TensorView, TensorViewMut};
 pub struct Kernel {
     plan: Plan,
     /// Per pass of the plan (same order), per [`Variant`] (in `Variant::ALL` order): the
-    /// code, compiled on first use.
-    code: Vec<[OnceLock<Result<Code>>; 2]>,
+    /// code, compiled on first use (a failed compile is retried by the next call).
+    code: Vec<[OnceOk<Code>; 2]>,
     compile_time: Duration,
 }
 
@@ -328,10 +328,10 @@ impl Kernel {
             .position(|&x| x == variant)
             .expect("ALL lists every variant");
         self.code[n][v]
-            .get_or_init(|| jit::compile(&self.plan, pass, variant, false).map(|(code, _)| code))
-            .as_ref()
+            .get_or_try_init(|| {
+                jit::compile(&self.plan, pass, variant, false).map(|(code, _)| code)
+            })
             .map(Code::entry)
-            .map_err(Clone::clone)
     }
 
     /// The key this kernel computes.

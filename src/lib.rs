@@ -29,6 +29,7 @@ pub mod ffi;
 mod jit;
 mod kernel;
 mod mean;
+mod once;
 mod partials;
 mod strings;
 mod tensor;
