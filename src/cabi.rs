@@ -250,7 +250,7 @@ pub(crate) fn shape_rules(key: &scatterjit_ir::KernelKey) -> Vec<Rule> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scatterjit_ir::{KernelKey, Meta, Op, Reduction};
+    use scatterjit_ir::{KernelKey, Meta, Reduction};
 
     /// `Op::validate` and the rules agree on every small shape combination of a few keys.
     #[test]
@@ -293,19 +293,7 @@ mod tests {
                         Relation::Equal => a == b,
                     }
                 });
-                let op = match key.kind() {
-                    OpKind::ScatterElements => Op::ScatterElements {
-                        axis: key.axis() as i64,
-                        reduction: key.reduction(),
-                        use_init_val: key.use_init_val(),
-                    },
-                    OpKind::GatherElements => Op::GatherElements {
-                        axis: key.axis() as i64,
-                    },
-                    OpKind::Gather => Op::Gather {
-                        axis: key.axis() as i64,
-                    },
-                };
+                let op = key.op();
                 let updates = (key.kind() == OpKind::ScatterElements)
                     .then(|| Meta::new(key.dtype(), shape(Role::Updates)));
                 let valid = op

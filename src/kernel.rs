@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use scatterjit_ir::{
     checked_nbytes, unravel, Combine, Coord, DType, Error as IrError, KernelKey, LoopNest, Meta,
-    Op, OpKind, Operand, PassKind, Plan, Tensor, TensorRole, OPERAND_SLOTS,
+    OpKind, Operand, PassKind, Plan, Tensor, TensorRole, OPERAND_SLOTS,
 };
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_OK};
@@ -349,21 +349,6 @@ impl Kernel {
         self.compile_time
     }
 
-    /// The op with this kernel's attributes (axis normalized).
-    fn op(&self) -> Op {
-        let key = &self.plan.key;
-        let axis = key.axis() as i64;
-        match key.kind() {
-            OpKind::ScatterElements => Op::ScatterElements {
-                axis,
-                reduction: key.reduction(),
-                use_init_val: key.use_init_val(),
-            },
-            OpKind::GatherElements => Op::GatherElements { axis },
-            OpKind::Gather => Op::Gather { axis },
-        }
-    }
-
     /// Validates operands against this kernel's key; returns the output shape.
     fn validate(
         &self,
@@ -381,7 +366,7 @@ impl Kernel {
         indices: Meta<'_>,
         updates: Option<Meta<'_>>,
     ) -> Result<Vec<usize>> {
-        let v = self.op().validate(data, indices, updates)?;
+        let v = self.plan.key.op().validate(data, indices, updates)?;
         if v.key != self.plan.key {
             return Err(Error::Invalid(IrError::InvalidKey {
                 key: self.plan.key.to_string(),

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::dtype::DType;
-use crate::op::{OpKind, TensorRole};
+use crate::kind::{OpKind, TensorRole};
 use crate::reduction::Reduction;
 
 /// Everything that can be wrong with an op's inputs. Messages are lowercase, name the op

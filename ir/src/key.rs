@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::op::{normalize_axis, OpKind, MAX_RANK};
+use crate::kind::{OpKind, TensorRole, MAX_RANK};
 use crate::reduction::Reduction;
 
 /// What a kernel is specialized on: op, dtypes, ranks, axis and reduction. Shapes and strides
@@ -122,10 +122,10 @@ impl KernelKey {
             expected: format!("{min} to {MAX_RANK}"),
         };
         if !(1..=MAX_RANK).contains(&rank) {
-            return Err(rank_error(crate::TensorRole::Data, rank, 1));
+            return Err(rank_error(TensorRole::Data, rank, 1));
         }
         if index_rank > MAX_RANK {
-            return Err(rank_error(crate::TensorRole::Indices, index_rank, 0));
+            return Err(rank_error(TensorRole::Indices, index_rank, 0));
         }
         let axis = normalize_axis(kind, axis, rank)?;
         if !index_dtype.is_integer() {
@@ -278,9 +278,29 @@ impl FromStr for KernelKey {
     }
 }
 
+/// Normalizes an axis against a rank: `[-rank, rank)` maps to `[0, rank)`.
+pub fn normalize_axis(op: OpKind, axis: i64, rank: usize) -> Result<usize> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(Error::AxisOutOfRange { op, axis, rank })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axis_normalization() {
+        assert_eq!(normalize_axis(OpKind::Gather, -1, 3).unwrap(), 2);
+        assert_eq!(normalize_axis(OpKind::Gather, -3, 3).unwrap(), 0);
+        assert!(normalize_axis(OpKind::Gather, -4, 3).is_err());
+        assert!(normalize_axis(OpKind::Gather, 3, 3).is_err());
+        assert!(normalize_axis(OpKind::Gather, i64::MIN, 3).is_err());
+    }
 
     #[test]
     fn names_round_trip() {

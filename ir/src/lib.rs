@@ -13,6 +13,7 @@ pub mod element;
 pub mod error;
 pub mod interp;
 pub mod key;
+pub mod kind;
 pub mod loopnest;
 pub mod op;
 pub mod reduction;
@@ -21,13 +22,11 @@ pub mod tensor;
 pub use dtype::{DType, DTypeClass};
 pub use element::{Complex128, Complex64, Element};
 pub use error::{Error, Result};
-pub use key::KernelKey;
+pub use key::{normalize_axis, KernelKey};
+pub use kind::{OpKind, TensorRole, MAX_RANK};
 pub use loopnest::{
     Access, Combine, Coord, LoopNest, Operand, PassKind, Plan, Source, OPERAND_SLOTS,
 };
-pub use op::{
-    checked_nbytes, checked_numel, normalize_axis, Meta, Op, OpKind, TensorRole, Validated,
-    MAX_RANK,
-};
+pub use op::{checked_nbytes, checked_numel, Meta, Op, Validated};
 pub use reduction::{MeanAccumulator, Reduction};
 pub use tensor::{row_major_strides, unravel, Tensor};

@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::key::KernelKey;
-use crate::op::OpKind;
+use crate::kind::OpKind;
 use crate::reduction::{MeanAccumulator, Reduction};
 
 /// The tensors a pass can touch. The discriminant is the operand's slot in a kernel call.

@@ -1,73 +1,10 @@
 //! The ops, their attributes, and shape validation / inference.
 
-use std::fmt;
-
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::key::KernelKey;
+use crate::kind::{OpKind, TensorRole, MAX_RANK};
 use crate::reduction::Reduction;
-
-/// The largest rank of any one tensor. Gather's output may reach `2 * MAX_RANK - 1`.
-pub const MAX_RANK: usize = 8;
-
-/// The op families, without attributes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum OpKind {
-    /// ONNX ScatterElements / Scatter, OpenVINO ScatterElementsUpdate, PyTorch `scatter_`.
-    ScatterElements,
-    /// ONNX GatherElements, PyTorch `gather`.
-    GatherElements,
-    /// ONNX Gather, PyTorch `index_select`.
-    Gather,
-}
-
-impl OpKind {
-    /// The name used in keys and messages (`scatter_elements`, `gather_elements`, `gather`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            OpKind::ScatterElements => "scatter_elements",
-            OpKind::GatherElements => "gather_elements",
-            OpKind::Gather => "gather",
-        }
-    }
-
-    /// Every op kind.
-    pub const ALL: &'static [OpKind] = &[
-        OpKind::ScatterElements,
-        OpKind::GatherElements,
-        OpKind::Gather,
-    ];
-}
-
-impl fmt::Display for OpKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The role a tensor plays in an op; names tensors in messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TensorRole {
-    /// The tensor read from (gather) or copied and updated (scatter).
-    Data,
-    /// The integer positions along the axis.
-    Indices,
-    /// The values scattered.
-    Updates,
-    /// The result.
-    Output,
-}
-
-impl fmt::Display for TensorRole {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TensorRole::Data => "data",
-            TensorRole::Indices => "indices",
-            TensorRole::Updates => "updates",
-            TensorRole::Output => "output",
-        })
-    }
-}
 
 /// An op with its attributes, as a model or framework states it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -119,6 +56,20 @@ pub struct Validated {
 }
 
 impl Op {
+    /// The op of family `kind` with these attributes; `reduction` and `use_init_val` matter
+    /// only to ScatterElements.
+    pub fn new(kind: OpKind, axis: i64, reduction: Reduction, use_init_val: bool) -> Op {
+        match kind {
+            OpKind::ScatterElements => Op::ScatterElements {
+                axis,
+                reduction,
+                use_init_val,
+            },
+            OpKind::GatherElements => Op::GatherElements { axis },
+            OpKind::Gather => Op::Gather { axis },
+        }
+    }
+
     /// The op family.
     pub const fn kind(&self) -> OpKind {
         match self {
@@ -250,17 +201,6 @@ impl Op {
     }
 }
 
-/// Normalizes an axis against a rank: `[-rank, rank)` maps to `[0, rank)`.
-pub fn normalize_axis(op: OpKind, axis: i64, rank: usize) -> Result<usize> {
-    let r = rank as i64;
-    let a = if axis < 0 { axis + r } else { axis };
-    if (0..r).contains(&a) {
-        Ok(a as usize)
-    } else {
-        Err(Error::AxisOutOfRange { op, axis, rank })
-    }
-}
-
 /// Number of elements of `shape`, or an error if it overflows (a shape with a zero dim
 /// has no elements, however large the others).
 pub fn checked_numel(shape: &[usize]) -> Result<usize> {
@@ -335,6 +275,18 @@ fn check_off_axis(op: OpKind, indices: &[usize], data: &[usize], axis: usize) ->
         }
     }
     Ok(())
+}
+
+impl KernelKey {
+    /// The op this key computes, with its axis normalized.
+    pub fn op(&self) -> Op {
+        Op::new(
+            self.kind(),
+            self.axis() as i64,
+            self.reduction(),
+            self.use_init_val(),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -463,14 +415,5 @@ mod tests {
             ),
             "{e}"
         );
-    }
-
-    #[test]
-    fn axis_normalization() {
-        assert_eq!(normalize_axis(OpKind::Gather, -1, 3).unwrap(), 2);
-        assert_eq!(normalize_axis(OpKind::Gather, -3, 3).unwrap(), 0);
-        assert!(normalize_axis(OpKind::Gather, -4, 3).is_err());
-        assert!(normalize_axis(OpKind::Gather, 3, 3).is_err());
-        assert!(normalize_axis(OpKind::Gather, i64::MIN, 3).is_err());
     }
 }

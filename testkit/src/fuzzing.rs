@@ -191,15 +191,7 @@ fn validation(c: &mut Choices) {
     let axis = axis_attr(c);
     let reduction = c.pick(Reduction::ALL);
     let use_init_val = c.flag();
-    let op = match kind {
-        OpKind::ScatterElements => Op::ScatterElements {
-            axis,
-            reduction,
-            use_init_val,
-        },
-        OpKind::GatherElements => Op::GatherElements { axis },
-        OpKind::Gather => Op::Gather { axis },
-    };
+    let op = Op::new(kind, axis, reduction, use_init_val);
     let dtype = c.pick(DType::ALL);
     let index_dtype = c.pick(DType::ALL);
     let updates_dtype = if c.byte() < 224 {
@@ -822,15 +814,7 @@ pub fn differential(data: &[u8]) {
     };
     let reduction = c.pick(Reduction::ALL);
     let use_init_val = c.flag();
-    let op = match kind {
-        OpKind::ScatterElements => Op::ScatterElements {
-            axis,
-            reduction,
-            use_init_val,
-        },
-        OpKind::GatherElements => Op::GatherElements { axis },
-        OpKind::Gather => Op::Gather { axis },
-    };
+    let op = Op::new(kind, axis, reduction, use_init_val);
 
     let data_shape: Vec<usize> = (0..rank).map(|_| small_dim(c)).collect();
     let a = usize::try_from(axis.rem_euclid(rank as i64)).unwrap_or(0);

@@ -205,16 +205,7 @@ impl Workload {
 
     /// The op with this workload's attributes.
     pub fn op(&self) -> Op {
-        let axis = self.axis as i64;
-        match self.op {
-            OpKind::ScatterElements => Op::ScatterElements {
-                axis,
-                reduction: self.reduction,
-                use_init_val: true,
-            },
-            OpKind::GatherElements => Op::GatherElements { axis },
-            OpKind::Gather => Op::Gather { axis },
-        }
+        Op::new(self.op, self.axis as i64, self.reduction, true)
     }
 
     /// The inputs at the suite's size divided by `div` (1: full size), drawn from `seed`

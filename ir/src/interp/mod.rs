@@ -20,7 +20,8 @@ use half::{bf16, f16};
 use crate::dtype::DType;
 use crate::element::{Complex128, Complex64, Element};
 use crate::error::{Error, Result};
-use crate::op::{Op, OpKind, TensorRole, Validated};
+use crate::kind::{OpKind, TensorRole};
+use crate::op::{Op, Validated};
 use crate::reduction::Reduction;
 use crate::tensor::{unravel, Tensor};
 
