@@ -3,12 +3,11 @@
 
 use std::alloc::{self, Layout};
 use std::cell::Cell;
-use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use scatterjit_ir::OpKind;
 
-use crate::error::{Error, Result};
+use crate::error::{Buffer, Error, Result};
 
 /// Caps on what one call may allocate, checked on the calling thread before allocating.
 /// They apply to every entry point: the free functions, kernels of any
@@ -103,31 +102,12 @@ pub fn with_limits<T>(limits: Limits, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-/// Which allocation of a call a limit or an allocation failure concerns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Buffer {
-    /// The output tensor.
-    Output,
-    /// Scratch memory (`mean`'s sums and counts).
-    Scratch,
-}
-
-impl fmt::Display for Buffer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Buffer::Output => "output",
-            Buffer::Scratch => "scratch",
-        })
-    }
-}
-
-impl Buffer {
-    fn limit(self) -> u64 {
-        let limits = limits();
-        match self {
-            Buffer::Output => limits.max_output_bytes,
-            Buffer::Scratch => limits.max_scratch_bytes,
-        }
+/// The cap [`Limits`] sets on an allocation of this kind.
+fn limit_of(buffer: Buffer) -> u64 {
+    let limits = limits();
+    match buffer {
+        Buffer::Output => limits.max_output_bytes,
+        Buffer::Scratch => limits.max_scratch_bytes,
     }
 }
 
@@ -138,7 +118,7 @@ impl Zeroable for i64 {}
 
 /// `Ok` if `bytes` (possibly more than `usize` holds) are within the cap for `buffer`.
 pub(crate) fn check(op: OpKind, buffer: Buffer, bytes: u128) -> Result<()> {
-    let limit = buffer.limit();
+    let limit = limit_of(buffer);
     if bytes > u128::from(limit) {
         return Err(Error::LimitExceeded {
             op,

@@ -4,8 +4,6 @@ use std::fmt;
 
 use scatterjit_ir::OpKind;
 
-use crate::alloc::Buffer;
-
 /// Why a call failed: invalid input (the op IR's error), or a bug in code generation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
@@ -94,3 +92,21 @@ impl std::error::Error for Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Which allocation of a call a limit or an allocation failure concerns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buffer {
+    /// The output tensor.
+    Output,
+    /// Scratch memory (`mean`'s sums and counts).
+    Scratch,
+}
+
+impl fmt::Display for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Buffer::Output => "output",
+            Buffer::Scratch => "scratch",
+        })
+    }
+}

@@ -12,9 +12,10 @@ use scatterjit_ir::{
 };
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_OK};
-use crate::alloc::{self, Buffer};
+use crate::alloc;
 use crate::check;
 use crate::codegen;
+use crate::error::Buffer;
 use crate::error::{Error, Result};
 use crate::jit::{self, Code, Listing, PassFn};
 use crate::mean::{self, MeanScratch};

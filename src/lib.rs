@@ -34,10 +34,10 @@ mod partials;
 mod strings;
 mod tensor;
 
-pub use alloc::{limits, set_limits, with_limits, Buffer, Limits};
+pub use alloc::{limits, set_limits, with_limits, Limits};
 pub use api::{explain, gather, gather_elements, run, scatter_, scatter_elements};
 pub use cache::{CacheStats, KernelCache};
-pub use error::{Error, Result};
+pub use error::{Buffer, Error, Result};
 pub use jit::Listing;
 pub use kernel::{set_parallel_grain, Kernel};
 pub use scatterjit_ir as ir;

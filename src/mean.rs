@@ -5,7 +5,8 @@
 use half::{bf16, f16};
 use scatterjit_ir::{checked_numel, DType, Element, OpKind, Reduction};
 
-use crate::alloc::{self, Buffer};
+use crate::alloc;
+use crate::error::Buffer;
 use crate::error::{Error, Result};
 use crate::tensor::TensorViewMut;
 
