@@ -42,6 +42,14 @@ pub enum Error {
     },
     /// `scatterjit bench` could not run or found a wrong result; the message says which.
     Bench(String),
+    /// Ahead-of-time compilation cannot target this machine: an unsupported triple, or a
+    /// CPU feature its architecture does not know.
+    Target {
+        /// The target as given (`host`, or the triple and its features).
+        target: String,
+        /// What is wrong, and what would be accepted.
+        message: String,
+    },
 }
 
 impl Error {
@@ -82,6 +90,7 @@ impl fmt::Display for Error {
                 "{op}: out of memory: cannot allocate {bytes} bytes for the {buffer}"
             ),
             Error::Bench(message) => write!(f, "bench: {message}"),
+            Error::Target { target, message } => write!(f, "target {target}: {message}"),
         }
     }
 }

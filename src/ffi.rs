@@ -47,7 +47,8 @@ impl From<Error> for Failure {
                 _ => Status::Shape,
             },
             Error::LimitExceeded { .. } | Error::OutOfMemory { .. } => Status::Resource,
-            Error::Codegen { .. } | Error::Bench(_) => Status::Internal,
+            // Bench and target errors come from tools the C ABI does not offer.
+            Error::Codegen { .. } | Error::Bench(_) | Error::Target { .. } => Status::Internal,
         };
         Failure(status, e.to_string())
     }

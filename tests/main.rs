@@ -1,5 +1,6 @@
 //! The one integration test binary.
 mod aot;
+mod aot_matrix;
 mod c_harness;
 mod capi;
 mod cli;

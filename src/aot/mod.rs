@@ -1,22 +1,29 @@
 //! Ahead-of-time compilation: the kernels of a list of keys in one object file for the
-//! host, and a C header that declares one entry per key.
+//! host or another [`Target`], and a C header that declares one entry per key.
 //!
 //! The object holds, per key, every pass of its plan in both variants (the same lowering
 //! as the JIT, through `jit::define_pass`, as local symbols) and one exported
 //! entry, `int32_t sj_<key>(sj_args *args)` (see [`symbol`] and `entry.rs`), which
 //! validates the call and runs the passes. Linking it needs only the C library (`memcpy`).
+//! The header is the same for every target.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use scatterjit::aot::Target;
 //! let key = "gather.f32.i64.r2.q1.a0".parse()?;
 //! let out = scatterjit::aot::compile(&[key])?;
 //! std::fs::write("kernels.o", &out.object)?;
 //! std::fs::write("kernels.h", &out.header)?;
+//! let arm = Target::new("aarch64-unknown-linux-gnu", &[])?;
+//! std::fs::write("kernels-aarch64.o", scatterjit::aot::compile_for(&[key], &arm)?.object)?;
 //! # Ok(()) }
 //! ```
 
 mod entry;
 mod header;
+mod target;
+
+pub use target::{Target, SUPPORTED};
 
 use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
 use cranelift_codegen::verify_function;
@@ -34,7 +41,7 @@ use entry::PassRefs;
 /// What [`compile`] produces.
 #[derive(Clone, Debug)]
 pub struct Artifacts {
-    /// A relocatable object file for the host (ELF on Linux, Mach-O on macOS).
+    /// A relocatable object file in the target's format (ELF on Linux, Mach-O on macOS).
     pub object: Vec<u8>,
     /// The C header declaring its entries, self-contained (it embeds `scatterjit_abi.h`).
     pub header: String,
@@ -61,8 +68,15 @@ pub fn check_supported(key: &KernelKey) -> Result<()> {
     Ok(())
 }
 
-/// Compiles `keys` (duplicates are compiled once) into one object file and its header.
+/// Compiles `keys` (duplicates are compiled once) into one object file for the host and
+/// its header.
 pub fn compile(keys: &[KernelKey]) -> Result<Artifacts> {
+    compile_for(keys, &Target::host())
+}
+
+/// Compiles `keys` (duplicates are compiled once) into one object file for `target` and
+/// its header.
+pub fn compile_for(keys: &[KernelKey], target: &Target) -> Result<Artifacts> {
     let mut unique: Vec<KernelKey> = Vec::new();
     for key in keys {
         check_supported(key)?;
@@ -70,7 +84,7 @@ pub fn compile(keys: &[KernelKey]) -> Result<Artifacts> {
             unique.push(*key);
         }
     }
-    let isa = jit::isa(true)?;
+    let isa = target.isa()?;
     let codegen_error = |key: String, message: String| Error::Codegen {
         key,
         message,
