@@ -185,6 +185,50 @@ mod tests {
         );
     }
 
+    /// On RV64GC without `v` every pass takes the scalar form of the vector paths: no
+    /// vector type in its CLIF. With `v` the same passes use vectors.
+    #[test]
+    fn a_machine_without_vectors_gets_no_vector_code() {
+        let vector_types = ["i8x16", "i16x8", "i32x4", "i64x2", "f32x4", "f64x2"];
+        let keys = [
+            // Uniform rows, whole-row vector max, 16-byte row moves.
+            KernelKey::scatter_elements(DType::F32, DType::I32, 2, 0, Reduction::Max, true),
+            KernelKey::scatter_elements(DType::U8, DType::I64, 2, 0, Reduction::Add, false),
+            KernelKey::gather(DType::I64, DType::I64, 2, 1, 0),
+        ];
+        let listing = |target: &Target| {
+            let mut module = ObjectModule::new(
+                ObjectBuilder::new(target.isa().unwrap(), "t", default_libcall_names()).unwrap(),
+            );
+            let mut clif = String::new();
+            for key in &keys {
+                let plan = Plan::new(*key.as_ref().unwrap());
+                for nest in &plan.passes {
+                    let name = format!("{}_{}", plan.key, nest.pass.name()).replace('.', "_");
+                    let (_, text) = jit::define_pass(
+                        &mut module,
+                        &plan,
+                        nest.pass,
+                        Variant::Contiguous,
+                        &name,
+                        Linkage::Local,
+                        true,
+                    )
+                    .unwrap();
+                    clif += &text.unwrap().clif;
+                }
+            }
+            clif
+        };
+        let riscv = "riscv64gc-unknown-linux-gnu";
+        let scalar = listing(&Target::new(riscv, &[]).unwrap());
+        for ty in vector_types {
+            assert!(!scalar.contains(ty), "{ty} in code for {riscv}");
+        }
+        let vector = listing(&Target::new(riscv, &["v"]).unwrap());
+        assert!(vector_types.iter().any(|ty| vector.contains(ty)));
+    }
+
     #[test]
     fn symbols_are_c_identifiers() {
         let key = KernelKey::gather(DType::BF16, DType::U8, 3, 0, -1).unwrap();

@@ -491,14 +491,14 @@ impl Lowering<'_, '_> {
             let d = s.b.ins().bor(d, x);
             s.b.def_var(diff, d);
         });
+        let any_v = vectors.map(|(_, _, _, diff_v)| {
+            let d_v = self.b.use_var(diff_v);
+            self.b.ins().vany_true(d_v)
+        });
         let d = self.b.use_var(diff);
         let any_s = self.b.ins().icmp_imm_s(IntCC::NotEqual, d, 0);
-        let any = match vectors {
-            Some((_, _, _, diff_v)) => {
-                let d_v = self.b.use_var(diff_v);
-                let any_v = self.b.ins().vany_true(d_v);
-                self.b.ins().bor(any_v, any_s)
-            }
+        let any = match any_v {
+            Some(any_v) => self.b.ins().bor(any_v, any_s),
             None => any_s,
         };
         self.b.ins().icmp_imm_s(IntCC::Equal, any, 0)
