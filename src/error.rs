@@ -45,7 +45,7 @@ pub enum Error {
     /// Ahead-of-time compilation cannot target this machine: an unsupported triple, or a
     /// CPU feature its architecture does not know.
     Target {
-        /// The target as given (`host`, or the triple and its features).
+        /// The triple as given, or `host`.
         target: String,
         /// What is wrong, and what would be accepted.
         message: String,

@@ -66,7 +66,7 @@ struct Machine {
     arch: &'static str,
     /// The ELF `e_machine` of its objects.
     e_machine: u16,
-    /// Whether this host runs its code natively.
+    /// Whether this host, where it has the same architecture, runs the code natively.
     native: fn() -> bool,
     /// qemu's `-cpu`, where its default lacks a feature the code uses.
     qemu_cpu: Option<&'static str>,
@@ -370,6 +370,7 @@ fn riscv64_with_vectors() {
         target: Some(("riscv64gc-unknown-linux-gnu", "v")),
         arch: "riscv64",
         e_machine: EM_RISCV,
+        // Even a RISC-V host may lack V: always emulated.
         native: || false,
         qemu_cpu: Some("rv64,v=true,vlen=128,vext_spec=v1.0"),
     });

@@ -96,11 +96,15 @@ impl Target {
                 })
                 .map(|s| s.name);
             let Some(name) = known else {
-                let names: Vec<&str> = builder
-                    .iter()
-                    .filter(|s| matches!(s.kind, SettingKind::Bool | SettingKind::Preset))
-                    .map(|s| s.name.strip_prefix("has_").unwrap_or(s.name))
-                    .collect();
+                let mut names: Vec<&str> = Vec::new();
+                for setting in builder.iter() {
+                    let name = setting.name.strip_prefix("has_").unwrap_or(setting.name);
+                    if matches!(setting.kind, SettingKind::Bool | SettingKind::Preset)
+                        && !names.contains(&name)
+                    {
+                        names.push(name);
+                    }
+                }
                 return Err(self.error(format!(
                     "unknown CPU feature `{feature}`; known: {}",
                     names.join(", ")
@@ -121,11 +125,13 @@ impl Target {
         jit::finish_isa(&self.builder()?, true).map_err(|e| self.error(e))
     }
 
+    /// An error about this target, named by its triple.
     fn error(&self, message: String) -> Error {
-        Error::Target {
-            target: self.to_string(),
-            message,
-        }
+        let target = match &self.triple {
+            Some(triple) => triple.to_string(),
+            None => "host".to_string(),
+        };
+        Error::Target { target, message }
     }
 }
 
