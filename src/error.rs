@@ -38,6 +38,14 @@ pub enum Error {
         /// Bytes asked for.
         bytes: u128,
     },
+    /// Ahead-of-time compilation cannot target this machine: an unsupported triple, or a
+    /// CPU feature its architecture does not know.
+    Target {
+        /// The triple as given, or `host`.
+        target: String,
+        /// What is wrong, and what would be accepted.
+        message: String,
+    },
 }
 
 impl Error {
@@ -77,6 +85,7 @@ impl fmt::Display for Error {
                 f,
                 "{op}: out of memory: cannot allocate {bytes} bytes for the {buffer}"
             ),
+            Error::Target { target, message } => write!(f, "target {target}: {message}"),
         }
     }
 }

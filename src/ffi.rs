@@ -47,7 +47,8 @@ impl From<Error> for Failure {
                 _ => Status::Shape,
             },
             Error::LimitExceeded { .. } | Error::OutOfMemory { .. } => Status::Resource,
-            Error::Codegen { .. } => Status::Internal,
+            // Target errors come from ahead-of-time compilation, which the C ABI does not offer.
+            Error::Codegen { .. } | Error::Target { .. } => Status::Internal,
         };
         Failure(status, e.to_string())
     }

@@ -3,6 +3,7 @@
 //! every case with the reference interpreter.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -58,14 +59,25 @@ pub fn run(command: &mut Command) -> String {
 /// `binary`. These tests need a C compiler: its absence is a failure, not a skip.
 pub fn compile(sources: &[&Path], includes: &[&Path], link: &[&Path], binary: &Path) {
     let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
-    let mut command = Command::new(&cc);
+    compile_with(&cc, sources, includes, link, binary);
+}
+
+/// [`compile`] with the C compiler `cc` (a cross compiler, say).
+pub fn compile_with(
+    cc: &OsStr,
+    sources: &[&Path],
+    includes: &[&Path],
+    link: &[&Path],
+    binary: &Path,
+) {
+    let mut command = Command::new(cc);
     command.args(["-std=c11", "-O1", "-Wall", "-Wextra", "-Werror", "-o"]);
     command.arg(binary);
     for include in includes {
         command.arg("-I").arg(include);
     }
     command.args(sources).args(link);
-    if let Err(e) = Command::new(&cc).arg("--version").output() {
+    if let Err(e) = Command::new(cc).arg("--version").output() {
         panic!("the C tests need a C compiler: cannot run {cc:?} ({e}); install gcc or set CC");
     }
     run(&mut command);

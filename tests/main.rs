@@ -1,5 +1,6 @@
-//! The library's integration test binary. The command-line tool's tests, and the bad-input
-//! suites that cover every entry point including the tool, are in `cli/tests/`.
+//! The library's integration test binary. The command-line tool's tests (ahead-of-time
+//! objects included), and the bad-input suites that cover every entry point including the
+//! tool, are in `cli/tests/`.
 mod c_harness;
 mod capi;
 mod differential;

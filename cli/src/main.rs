@@ -43,8 +43,8 @@ enum Command {
     /// Times the standard workload suite: JIT at 1 and N threads, an interpreted kernel and
     /// a copy baseline, side by side (results are checked first).
     Bench(BenchArgs),
-    /// Compiles kernels ahead of time into an object file for this host and a C header that
-    /// declares one entry per key (mean is not available ahead of time).
+    /// Compiles kernels ahead of time into an object file for this host or another target and
+    /// a C header that declares one entry per key (mean is not available ahead of time).
     Aot(AotArgs),
 }
 
@@ -64,6 +64,19 @@ struct AotArgs {
     /// The C header to write [default: OUT with the extension .h].
     #[arg(long, value_name = "OUT.h")]
     header: Option<PathBuf>,
+    /// The machine the object is for: x86_64-unknown-linux-gnu, aarch64-unknown-linux-gnu
+    /// or riscv64gc-unknown-linux-gnu [default: this host, with every feature its CPU has].
+    #[arg(long, value_name = "TRIPLE")]
+    target: Option<String>,
+    /// CPU features of the target beyond its baseline, comma-separated, by Cranelift's
+    /// names: features (avx2, lse, v) or levels (x86-64-v3, haswell).
+    #[arg(
+        long,
+        value_name = "FEATURES",
+        value_delimiter = ',',
+        requires = "target"
+    )]
+    cpu_features: Vec<String>,
 }
 
 #[derive(Args)]
@@ -518,7 +531,14 @@ fn aot(args: AotArgs) -> Result<()> {
         ))
         .into());
     }
-    let artifacts = scatterjit::aot::compile(&keys)?;
+    let target = match &args.target {
+        Some(triple) => {
+            let features: Vec<&str> = args.cpu_features.iter().map(String::as_str).collect();
+            scatterjit::aot::Target::new(triple, &features)?
+        }
+        None => scatterjit::aot::Target::host(),
+    };
+    let artifacts = scatterjit::aot::compile_for(&keys, &target)?;
     write_atomic(&args.output, &artifacts.object)?;
     write_atomic(&header, artifacts.header.as_bytes())
 }

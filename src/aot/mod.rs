@@ -1,22 +1,29 @@
 //! Ahead-of-time compilation: the kernels of a list of keys in one object file for the
-//! host, and a C header that declares one entry per key.
+//! host or another [`Target`], and a C header that declares one entry per key.
 //!
 //! The object holds, per key, every pass of its plan in both variants (the same lowering
 //! as the JIT, through `jit::define_pass`, as local symbols) and one exported
 //! entry, `int32_t sj_<key>(sj_args *args)` (see [`symbol`] and `entry.rs`), which
 //! validates the call and runs the passes. Linking it needs only the C library (`memcpy`).
+//! The header is the same for every target.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use scatterjit::aot::Target;
 //! let key = "gather.f32.i64.r2.q1.a0".parse()?;
 //! let out = scatterjit::aot::compile(&[key])?;
 //! std::fs::write("kernels.o", &out.object)?;
 //! std::fs::write("kernels.h", &out.header)?;
+//! let arm = Target::new("aarch64-unknown-linux-gnu", &[])?;
+//! std::fs::write("kernels-aarch64.o", scatterjit::aot::compile_for(&[key], &arm)?.object)?;
 //! # Ok(()) }
 //! ```
 
 mod entry;
 mod header;
+mod target;
+
+pub use target::{Target, SUPPORTED};
 
 use cranelift_codegen::ir::{types, AbiParam, UserFuncName};
 use cranelift_codegen::verify_function;
@@ -34,7 +41,7 @@ use entry::PassRefs;
 /// What [`compile`] produces.
 #[derive(Clone, Debug)]
 pub struct Artifacts {
-    /// A relocatable object file for the host (ELF on Linux, Mach-O on macOS).
+    /// A relocatable object file in the target's format (ELF on Linux, Mach-O on macOS).
     pub object: Vec<u8>,
     /// The C header declaring its entries, self-contained (it embeds `scatterjit_abi.h`).
     pub header: String,
@@ -61,8 +68,15 @@ pub fn check_supported(key: &KernelKey) -> Result<()> {
     Ok(())
 }
 
-/// Compiles `keys` (duplicates are compiled once) into one object file and its header.
+/// Compiles `keys` (duplicates are compiled once) into one object file for the host and
+/// its header.
 pub fn compile(keys: &[KernelKey]) -> Result<Artifacts> {
+    compile_for(keys, &Target::host())
+}
+
+/// Compiles `keys` (duplicates are compiled once) into one object file for `target` and
+/// its header.
+pub fn compile_for(keys: &[KernelKey], target: &Target) -> Result<Artifacts> {
     let mut unique: Vec<KernelKey> = Vec::new();
     for key in keys {
         check_supported(key)?;
@@ -70,7 +84,7 @@ pub fn compile(keys: &[KernelKey]) -> Result<Artifacts> {
             unique.push(*key);
         }
     }
-    let isa = jit::isa(true)?;
+    let isa = target.isa()?;
     let codegen_error = |key: String, message: String| Error::Codegen {
         key,
         message,
@@ -169,6 +183,50 @@ mod tests {
             e.contains("scatter_elements.f32.i64.r2.a1.mean") && e.contains("mean"),
             "{e}"
         );
+    }
+
+    /// On RV64GC without `v` every pass takes the scalar form of the vector paths: no
+    /// vector type in its CLIF. With `v` the same passes use vectors.
+    #[test]
+    fn a_machine_without_vectors_gets_no_vector_code() {
+        let vector_types = ["i8x16", "i16x8", "i32x4", "i64x2", "f32x4", "f64x2"];
+        let keys = [
+            // Uniform rows, whole-row vector max, 16-byte row moves.
+            KernelKey::scatter_elements(DType::F32, DType::I32, 2, 0, Reduction::Max, true),
+            KernelKey::scatter_elements(DType::U8, DType::I64, 2, 0, Reduction::Add, false),
+            KernelKey::gather(DType::I64, DType::I64, 2, 1, 0),
+        ];
+        let listing = |target: &Target| {
+            let mut module = ObjectModule::new(
+                ObjectBuilder::new(target.isa().unwrap(), "t", default_libcall_names()).unwrap(),
+            );
+            let mut clif = String::new();
+            for key in &keys {
+                let plan = Plan::new(*key.as_ref().unwrap());
+                for nest in &plan.passes {
+                    let name = format!("{}_{}", plan.key, nest.pass.name()).replace('.', "_");
+                    let (_, text) = jit::define_pass(
+                        &mut module,
+                        &plan,
+                        nest.pass,
+                        Variant::Contiguous,
+                        &name,
+                        Linkage::Local,
+                        true,
+                    )
+                    .unwrap();
+                    clif += &text.unwrap().clif;
+                }
+            }
+            clif
+        };
+        let riscv = "riscv64gc-unknown-linux-gnu";
+        let scalar = listing(&Target::new(riscv, &[]).unwrap());
+        for ty in vector_types {
+            assert!(!scalar.contains(ty), "{ty} in code for {riscv}");
+        }
+        let vector = listing(&Target::new(riscv, &["v"]).unwrap());
+        assert!(vector_types.iter().any(|ty| vector.contains(ty)));
     }
 
     #[test]

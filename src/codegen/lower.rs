@@ -26,6 +26,19 @@ use crate::abi::{self, ParamLayout, Variant, STATUS_BAD_INDEX, STATUS_OK};
 /// Rows of at least this many bytes are copied with `memcpy`; shorter ones inline.
 const MEMCPY_FROM: i64 = 128;
 
+/// What the lowering may emit on the machine it compiles for. Everything else it emits is
+/// target-neutral CLIF: integer and float scalars, loads and stores of the target's pointer
+/// type, and calls to `memcpy`.
+#[derive(Clone, Copy)]
+pub(crate) struct Machine {
+    /// The target's pointer type and calling convention.
+    pub(crate) config: TargetFrontendConfig,
+    /// Whether the target has 16-byte vector registers: without them, whole-row combines and
+    /// the uniform-row test run element by element, and short rows are copied 8 bytes at a
+    /// time.
+    pub(crate) vectors: bool,
+}
+
 /// Elements per iteration of the contiguous variant's element loop, for short bodies:
 /// amortizes the loop's counter, compare and branch, and lets independent elements'
 /// loads overlap.
@@ -73,20 +86,20 @@ struct Lowering<'a, 'b> {
     counters: Vec<Variable>,
     bad: Block,
     variant: Variant,
-    config: TargetFrontendConfig,
+    machine: Machine,
 }
 
-/// Emits `nest` as the body of the function `b` builds, its innermost loop compiled as
-/// `variant`. The function's signature must be `(ptr, ptr) -> i64`; blocks are sealed and
-/// the builder is left ready to finalize.
+/// Emits `nest` as the body of the function `b` builds for `machine`, its innermost loop
+/// compiled as `variant`. The function's signature must be `(ptr, ptr) -> i64`; blocks are
+/// sealed and the builder is left ready to finalize.
 pub(crate) fn build_pass(
     b: &mut FunctionBuilder,
     key: &KernelKey,
     nest: &LoopNest,
     variant: Variant,
-    config: TargetFrontendConfig,
+    machine: Machine,
 ) {
-    let ptr = config.pointer_type();
+    let ptr = machine.config.pointer_type();
     let layout = ParamLayout::of(nest);
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -150,7 +163,7 @@ pub(crate) fn build_pass(
         counters: Vec::new(),
         bad,
         variant,
-        config,
+        machine,
     };
     let bases: Vec<Value> = lowering.accesses.iter().map(|a| a.base).collect();
     if layout.depth == 0 {
@@ -437,28 +450,35 @@ impl Lowering<'_, '_> {
     }
 
     /// Whether every index of the row at `at` equals `first` (raw bits): 16 bytes at a
-    /// time, then element by element. Returns an I8 truth value.
+    /// time where the machine has vectors, then element by element. Returns an I8 truth
+    /// value.
     fn row_is_uniform(&mut self, at: Value, first: Value) -> Value {
         let dim = self.inner_dim.expect("set on entering the innermost loop");
         let size = self.key.index_dtype().size() as i64;
-        let lanes = 16 / size;
         let raw = raw_type(size as usize);
-        let vector = raw.by(lanes as u32).expect("16-byte vectors exist");
-        let pattern = self.b.ins().splat(vector, first);
-        let zero_v = self.b.ins().bxor(pattern, pattern);
-        let diff_v = self.b.declare_var(vector);
-        self.b.def_var(diff_v, zero_v);
+        let vectors = self.machine.vectors.then(|| {
+            let lanes = 16 / size;
+            let vector = raw.by(lanes as u32).expect("16-byte vectors exist");
+            let pattern = self.b.ins().splat(vector, first);
+            let zero_v = self.b.ins().bxor(pattern, pattern);
+            let diff_v = self.b.declare_var(vector);
+            self.b.def_var(diff_v, zero_v);
+            (lanes, vector, pattern, diff_v)
+        });
         let zero = self.b.ins().iconst(types::I64, 0);
         let shift = size.trailing_zeros() as i64;
-        let end = self.for_range(zero, dim, lanes, |s, i| {
-            let offset = s.b.ins().ishl_imm_s(i, shift);
-            let p = s.b.ins().iadd(at, offset);
-            let v = s.b.ins().load(vector, data_flags(), p, 0);
-            let x = s.b.ins().bxor(v, pattern);
-            let d = s.b.use_var(diff_v);
-            let d = s.b.ins().bor(d, x);
-            s.b.def_var(diff_v, d);
-        });
+        let end = match vectors {
+            Some((lanes, vector, pattern, diff_v)) => self.for_range(zero, dim, lanes, |s, i| {
+                let offset = s.b.ins().ishl_imm_s(i, shift);
+                let p = s.b.ins().iadd(at, offset);
+                let v = s.b.ins().load(vector, data_flags(), p, 0);
+                let x = s.b.ins().bxor(v, pattern);
+                let d = s.b.use_var(diff_v);
+                let d = s.b.ins().bor(d, x);
+                s.b.def_var(diff_v, d);
+            }),
+            None => zero,
+        };
         let zero_s = self.b.ins().iconst(raw, 0);
         let diff = self.b.declare_var(raw);
         self.b.def_var(diff, zero_s);
@@ -471,11 +491,16 @@ impl Lowering<'_, '_> {
             let d = s.b.ins().bor(d, x);
             s.b.def_var(diff, d);
         });
-        let d_v = self.b.use_var(diff_v);
-        let any_v = self.b.ins().vany_true(d_v);
+        let any_v = vectors.map(|(_, _, _, diff_v)| {
+            let d_v = self.b.use_var(diff_v);
+            self.b.ins().vany_true(d_v)
+        });
         let d = self.b.use_var(diff);
         let any_s = self.b.ins().icmp_imm_s(IntCC::NotEqual, d, 0);
-        let any = self.b.ins().bor(any_v, any_s);
+        let any = match any_v {
+            Some(any_v) => self.b.ins().bor(any_v, any_s),
+            None => any_s,
+        };
         self.b.ins().icmp_imm_s(IntCC::Equal, any, 0)
     }
 
@@ -516,7 +541,8 @@ impl Lowering<'_, '_> {
     }
 
     /// Copies `bytes` bytes from `src` to `dest` (distinct tensors): `memcpy` for long
-    /// rows, inline 16-byte moves and a byte tail for short ones.
+    /// rows, inline 16-byte moves (8-byte ones on a machine without vectors) and a byte
+    /// tail for short ones.
     fn copy_row(&mut self, dest: Value, src: Value, bytes: Value) {
         let (long, short, exit) = (
             self.b.create_block(),
@@ -529,14 +555,19 @@ impl Lowering<'_, '_> {
             .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, bytes, MEMCPY_FROM);
         self.b.ins().brif(is_long, long, &[], short, &[]);
         self.b.switch_to_block(long);
-        self.b.call_memcpy(self.config, dest, src, bytes);
+        self.b.call_memcpy(self.machine.config, dest, src, bytes);
         self.b.ins().jump(exit, &[]);
         self.b.switch_to_block(short);
         let zero = self.b.ins().iconst(types::I64, 0);
-        let end = self.for_range(zero, bytes, 16, |s, i| {
+        let chunk = if self.machine.vectors {
+            types::I8X16
+        } else {
+            types::I64
+        };
+        let end = self.for_range(zero, bytes, i64::from(chunk.bytes()), |s, i| {
             let from = s.b.ins().iadd(src, i);
             let to = s.b.ins().iadd(dest, i);
-            let v = s.b.ins().load(types::I8X16, data_flags(), from, 0);
+            let v = s.b.ins().load(chunk, data_flags(), from, 0);
             s.b.ins().store(data_flags(), v, to, 0);
         });
         self.for_range(end, bytes, 1, |s, i| {
@@ -549,8 +580,8 @@ impl Lowering<'_, '_> {
         self.b.switch_to_block(exit);
     }
 
-    /// Elements per 16-byte vector when this nest's combine has a vector form for its
-    /// dtype: float add/mul/max/min (f32, f64), integer add and bool or/and (any width),
+    /// Elements per 16-byte vector when the machine has vectors and this nest's combine has a
+    /// vector form for its dtype: float add/mul/max/min (f32, f64), integer add and bool or/and (any width),
     /// integer max/min and mul up to 32 bits, and `mean`'s accumulate where the sum has
     /// the element's own type (f32, f64).
     fn vector_lanes(&self) -> Option<i64> {
@@ -576,7 +607,7 @@ impl Lowering<'_, '_> {
             }
             Combine::Assign => false,
         };
-        (vectorizes && size <= 8).then_some(16 / size)
+        (self.machine.vectors && vectorizes && size <= 8).then_some(16 / size)
     }
 
     /// The vector form of [`Self::combine`] on 16 bytes of elements at `at` (indexed

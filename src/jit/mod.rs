@@ -4,16 +4,17 @@
 use std::sync::{Mutex, OnceLock};
 
 use cranelift_codegen::ir::{types, AbiParam, Signature, UserFuncName};
-use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::isa::{self, OwnedTargetIsa, TargetFrontendConfig, TargetIsa};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::{verify_function, Context};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use scatterjit_ir::{PassKind, Plan};
+use target_lexicon::Architecture;
 
 use crate::abi::Variant;
-use crate::codegen;
+use crate::codegen::{self, Machine};
 use crate::error::{Error, Result};
 
 /// A compiled pass: `extern "C" fn(operands, params) -> status` (see `crate::abi`).
@@ -64,42 +65,64 @@ impl Drop for Code {
     }
 }
 
-/// The host ISA, built once per code model: Cranelift's native detection, in debug builds
-/// with the verifier on every function. The JIT uses absolute addresses (`pic = false`);
-/// object files use position-independent code, so that they link into PIE executables and
-/// shared libraries.
+/// The host ISA, built once per code model: Cranelift's native detection (every feature
+/// the running CPU has), with [`finish_isa`]'s flags. The JIT uses absolute addresses
+/// (`pic = false`); object files use position-independent code, so that they link into PIE
+/// executables and shared libraries.
 pub(crate) fn isa(pic: bool) -> Result<OwnedTargetIsa> {
     static ISA: [OnceLock<std::result::Result<OwnedTargetIsa, String>>; 2] =
         [OnceLock::new(), OnceLock::new()];
     ISA[usize::from(pic)]
-        .get_or_init(|| {
-            let mut flags = settings::builder();
-            let set = |f: &mut settings::Builder, k: &str, v: &str| {
-                f.set(k, v).map_err(|e| format!("setting {k}={v}: {e}"))
-            };
-            set(&mut flags, "opt_level", "none")?;
-            set(&mut flags, "is_pic", if pic { "true" } else { "false" })?;
-            set(&mut flags, "use_colocated_libcalls", "false")?;
-            set(
-                &mut flags,
-                "enable_verifier",
-                if cfg!(debug_assertions) {
-                    "true"
-                } else {
-                    "false"
-                },
-            )?;
-            let builder = cranelift_native::builder().map_err(|e| e.to_string())?;
-            builder
-                .finish(settings::Flags::new(flags))
-                .map_err(|e| e.to_string())
-        })
+        .get_or_init(|| finish_isa(&cranelift_native::builder()?, pic))
         .clone()
         .map_err(|message| Error::Codegen {
             key: String::new(),
             message: format!("host ISA unavailable: {message}"),
             clif: String::new(),
         })
+}
+
+/// The ISA `builder` describes (a triple and its CPU features, the host's or a target's)
+/// with the flags every scatterjit function is compiled under: no e-graph optimization,
+/// `pic` for position-independent code, `memcpy` called through the GOT or PLT (it may live
+/// in a shared C library), and in debug builds the verifier on every function.
+pub(crate) fn finish_isa(builder: &isa::Builder, pic: bool) -> Result<OwnedTargetIsa, String> {
+    let mut flags = settings::builder();
+    let set = |f: &mut settings::Builder, k: &str, v: &str| {
+        f.set(k, v).map_err(|e| format!("setting {k}={v}: {e}"))
+    };
+    set(&mut flags, "opt_level", "none")?;
+    set(&mut flags, "is_pic", if pic { "true" } else { "false" })?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(
+        &mut flags,
+        "enable_verifier",
+        if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        },
+    )?;
+    builder
+        .finish(settings::Flags::new(flags))
+        .map_err(|e| e.to_string())
+}
+
+/// What the lowering may emit for `isa` (see [`Machine`]). The 16-byte vectors are SSE2
+/// on x86-64 and Advanced SIMD on AArch64, both part of the base architecture; RISC-V has
+/// them only with its V extension.
+fn machine(isa: &dyn TargetIsa, config: TargetFrontendConfig) -> Machine {
+    let flag = |name: &str| {
+        isa.isa_flags()
+            .iter()
+            .any(|f| f.name == name && f.as_bool() == Some(true))
+    };
+    let vectors = match isa.triple().architecture {
+        Architecture::X86_64 | Architecture::Aarch64(_) => true,
+        Architecture::Riscv64(_) => flag("has_v"),
+        _ => false,
+    };
+    Machine { config, vectors }
 }
 
 /// The signature of every pass: `(operands: ptr, params: ptr) -> i64` (see `crate::abi`).
@@ -147,7 +170,8 @@ pub(crate) fn define_pass<M: Module>(
     ctx.func.name = UserFuncName::user(0, id.as_u32());
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        codegen::build_pass(&mut b, &key, nest, variant, module.target_config());
+        let machine = machine(module.isa(), module.target_config());
+        codegen::build_pass(&mut b, &key, nest, variant, machine);
         b.finalize(module.target_config());
     }
     // Rendering CLIF costs about a quarter of a compile: only for listings and errors.
