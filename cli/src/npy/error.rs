@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use scatterjit::ir::DType;
 
+use crate::atomic::system_message;
+
 /// Which part of a `.npy` file ended too early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NpyPart {
@@ -136,7 +138,7 @@ impl fmt::Display for NpyErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NpyErrorKind::Io { action, error } => {
-                write!(f, "cannot {action}: {}", lowercase_first(&error.to_string()))
+                write!(f, "cannot {action}: {}", system_message(error))
             }
             NpyErrorKind::BadMagic { found } => write!(
                 f,
@@ -307,14 +309,6 @@ fn dtype_hint(descr: &str) -> &'static str {
         Some(npyz::TypeChar::RawData) => " (raw bytes; only '<V2', read as bfloat16, is supported)",
         Some(_) => " (no tensor dtype has this width)",
         None => " (not a numpy dtype)",
-    }
-}
-
-fn lowercase_first(s: &str) -> String {
-    let mut chars = s.chars();
-    match chars.next() {
-        Some(c) => c.to_lowercase().chain(chars).collect(),
-        None => String::new(),
     }
 }
 

@@ -29,16 +29,13 @@
 //!   before anything is allocated, and bytes after the payload are an error.
 //! - [`NpyArray::descr`] keeps the descr string exactly as read, so a result can be written
 //!   with its input's spelling (a `<V2` bfloat16 input gives a `<V2` output).
-//! - [`write()`] is atomic: it writes a temporary file in the target's directory, syncs it and
-//!   renames it over the target. On error the target is untouched and the temporary file is
-//!   removed. The new file gets default permissions, and a symbolic link at the target path
-//!   is replaced by a regular file (the link's target is left alone).
+//! - [`write()`] is atomic, through [`crate::atomic::write`]: on error the target is
+//!   untouched.
 //!
 //! The parts, one job each: [`NpyError`] and its kinds (`error`), the header's Python literal
-//! parser (`header`), the unicode codec (`unicode`), the reader (`read`), the writer
-//! (`write`) and the atomic file replacement it uses (`atomic`).
+//! parser (`header`), the unicode codec (`unicode`), the reader (`read`) and the writer
+//! (`write`).
 
-mod atomic;
 mod error;
 mod header;
 mod read;
@@ -46,7 +43,7 @@ mod unicode;
 mod write;
 
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 pub use error::{NpyError, NpyErrorKind, NpyPart};
 pub use read::{from_bytes, read, read_from};

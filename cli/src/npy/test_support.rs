@@ -9,10 +9,10 @@ use scatterjit::ir::{checked_nbytes, DType, Tensor};
 use super::{from_bytes, NpyErrorKind, ALIGN, MAGIC};
 
 /// A fresh directory under the system's temporary directory, removed on drop.
-pub(super) struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    pub(super) fn new(name: &str) -> TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "scatterjit-npy-{}-{}-{name}",
@@ -23,10 +23,10 @@ impl TempDir {
         fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
     }
-    pub(super) fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
-    pub(super) fn entries(&self) -> Vec<String> {
+    pub(crate) fn entries(&self) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(&self.0)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

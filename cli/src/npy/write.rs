@@ -5,7 +5,8 @@ use std::path::Path;
 
 use scatterjit::ir::{DType, Tensor};
 
-use super::atomic::write_atomic;
+use crate::atomic;
+
 use super::error::{KindResult, NpyError, NpyErrorKind, ShapeText};
 use super::read::lookup_descr;
 use super::unicode::{unicode_descr, Unicode};
@@ -85,13 +86,19 @@ pub fn to_bytes(tensor: &Tensor, descr: &str) -> Result<Vec<u8>, NpyError> {
 }
 
 /// Writes `tensor` to `path` as a C-order `.npy` file with `descr` in its header (see
-/// [`to_bytes`]; little-endian, but for strings given a `>U` descr), atomically: the data goes to a temporary file in the same directory, which is
-/// synced and then renamed over `path`. On any error the temporary file is removed and
-/// `path` is left as it was (absent, or with its old contents).
+/// [`to_bytes`]; little-endian, but for strings given a `>U` descr), atomically (see
+/// [`crate::atomic::write`]): on any error `path` is left as it was (absent, or with its old
+/// contents).
 pub fn write(path: impl AsRef<Path>, tensor: &Tensor, descr: &str) -> Result<(), NpyError> {
     let path = path.as_ref();
     let (header, payload) = encode(tensor, descr).map_err(|kind| NpyError::at(path, kind))?;
-    write_atomic(path, &[&header, &payload]).map_err(|kind| NpyError::at(path, kind))
+    atomic::write(path, &[&header, &payload]).map_err(|e| {
+        let kind = NpyErrorKind::Io {
+            action: e.action,
+            error: e.error,
+        };
+        NpyError::at(path, kind)
+    })
 }
 
 #[cfg(test)]
