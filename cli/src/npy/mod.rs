@@ -23,8 +23,11 @@
 //!   each element is `n` UTF-32 code units, and trailing NULs are dropped as numpy does (so
 //!   a string that ends in NUL characters does not survive a round trip). A unit that is
 //!   not a Unicode scalar value is an error naming the element. numpy never writes `U0`,
-//!   which is refused. Writing a string tensor takes any unicode descr for its byte order
-//!   and writes the width of the longest string in code points (at least 1), as numpy does.
+//!   which is refused. Writing a string tensor takes any unicode descr: its byte order is
+//!   kept, and so is its width when every string fits in it (`<U3` data gathered stays
+//!   `<U3`, as with numpy's `take`). A longer string widens the output to the longest one
+//!   in code points, where numpy's assignment would truncate it; a descr without a width
+//!   (`<U`) gives the longest string's width (at least 1), as `np.array` does.
 //! - The byte size of the shape is checked against the bytes actually left in the file
 //!   before anything is allocated, and bytes after the payload are an error.
 //! - [`NpyArray::descr`] keeps the descr string exactly as read, so a result can be written

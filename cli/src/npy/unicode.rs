@@ -82,18 +82,19 @@ impl Unicode {
         Tensor::from_strings(shape, values).map_err(NpyErrorKind::Tensor)
     }
 
-    /// `strings` as `shape`'s payload; the width is the longest string's (at least 1).
+    /// `strings` as `shape`'s payload in this byte order, and the layout written: this
+    /// width when every string fits in it, else the longest string's (never less than 1),
+    /// so no character is dropped.
     pub(super) fn encode(
-        big_endian: bool,
+        self,
         shape: &[usize],
         strings: &[String],
     ) -> KindResult<(Unicode, Vec<u8>)> {
         let width = strings
             .iter()
             .map(|s| s.chars().count())
-            .max()
-            .unwrap_or(0)
-            .max(1);
+            .fold(self.width.max(1), usize::max);
+        let big_endian = self.big_endian;
         let unicode = Unicode { width, big_endian };
         let descr = unicode.descr();
         let nbytes = unicode
@@ -141,15 +142,20 @@ mod tests {
         // np.save of np.array(['ab', 'c']): '<U2', NUL-padded UTF-32LE.
         let a = u32::from('a');
         let expected = numpy_image("<U2", "(2,)", &utf32(&[a, a + 1, a + 2, 0], false));
-        assert_eq!(
-            to_bytes(&strings(&[2], &["ab", "c"]), "<U").unwrap(),
-            expected
+        let ab_c = strings(&[2], &["ab", "c"]);
+        // No width, the exact width, or one too narrow (widened rather than truncated).
+        for descr in ["<U", "<U2", "<U1", "<U0"] {
+            assert_eq!(to_bytes(&ab_c, descr).unwrap(), expected, "{descr}");
+        }
+        // A wider descr is kept, as np.save of the same array with dtype '<U4' writes it.
+        let wide = numpy_image(
+            "<U4",
+            "(2,)",
+            &utf32(&[a, a + 1, 0, 0, a + 2, 0, 0, 0], false),
         );
-        // Any width in the descr: the longest string decides.
-        assert_eq!(
-            to_bytes(&strings(&[2], &["ab", "c"]), "<U9").unwrap(),
-            expected
-        );
+        assert_eq!(to_bytes(&ab_c, "<U4").unwrap(), wide);
+        let wide_be = to_bytes(&ab_c, ">U4").unwrap();
+        assert_eq!(from_bytes(&wide_be).unwrap().descr, ">U4");
         let back = from_bytes(&expected).unwrap();
         assert_eq!(back.descr, "<U2");
         assert_eq!(back.tensor, strings(&[2], &["ab", "c"]));

@@ -9,7 +9,7 @@ use crate::atomic;
 
 use super::error::{KindResult, NpyError, NpyErrorKind, ShapeText};
 use super::read::lookup_descr;
-use super::unicode::{unicode_descr, Unicode};
+use super::unicode::unicode_descr;
 use super::{ALIGN, MAGIC};
 
 /// The header and payload of `tensor` written with `descr`, which must describe its dtype.
@@ -21,9 +21,9 @@ fn encode<'a>(tensor: &'a Tensor, descr: &str) -> KindResult<(Vec<u8>, Cow<'a, [
         dtype,
     };
     if dtype == DType::String {
-        let big_endian = unicode_descr(descr).ok_or_else(mismatch)?.big_endian;
+        let layout = unicode_descr(descr).ok_or_else(mismatch)?;
         let strings = tensor.strings().map_err(NpyErrorKind::Tensor)?;
-        let (unicode, payload) = Unicode::encode(big_endian, tensor.shape(), strings)?;
+        let (unicode, payload) = layout.encode(tensor.shape(), strings)?;
         let header = header_bytes(tensor.shape(), &unicode.descr())?;
         return Ok((header, Cow::Owned(payload)));
     }
@@ -67,7 +67,7 @@ fn header_bytes(shape: &[usize], descr: &str) -> KindResult<Vec<u8>> {
 
 /// The complete `.npy` file image of `tensor`, with `descr` in its header (which must
 /// describe the tensor's dtype, e.g. `<f4` or `=f4` for f32, `<V2` for bf16; any unicode
-/// descr for strings, which are written with the width of the longest one).
+/// descr for strings, whose width is kept unless a longer string widens it).
 ///
 /// ```
 /// use scatterjit::Tensor;
