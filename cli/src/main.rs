@@ -17,7 +17,7 @@ use anyhow::{anyhow, Result};
 use clap::error::ErrorKind;
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use scatterjit::{DType, KernelCache, KernelKey, Op, Reduction, Tensor};
-use scatterjit_cli::npy;
+use scatterjit_cli::{atomic, npy};
 
 /// Compiles scatter/gather kernels at run time with Cranelift and runs them on .npy files.
 #[derive(Parser)]
@@ -539,25 +539,13 @@ fn aot(args: AotArgs) -> Result<()> {
         None => scatterjit::aot::Target::host(),
     };
     let artifacts = scatterjit::aot::compile_for(&keys, &target)?;
-    write_atomic(&args.output, &artifacts.object)?;
-    write_atomic(&header, artifacts.header.as_bytes())
-}
-
-/// Writes `bytes` to a temporary file beside `path` and renames it over `path`, so that a
-/// failure leaves no partial file.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| anyhow!("{} is not a file name", path.display()))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{}.tmp", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        anyhow!("cannot write {}: {e}", path.display())
-    })
+    for (path, bytes) in [
+        (&args.output, &artifacts.object[..]),
+        (&header, artifacts.header.as_bytes()),
+    ] {
+        atomic::write(path, &[bytes]).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

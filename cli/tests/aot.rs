@@ -493,3 +493,54 @@ fn aot_errors_name_the_key() {
     assert!(e.contains("--target"), "{e}");
     let _ = std::fs::remove_dir_all(Path::new(&dir));
 }
+
+/// The output and header are replaced atomically through a temporary file that is created
+/// new: a symbolic link planted at a name the tool could predict (its process id is known
+/// to whoever starts it) is neither followed nor renamed into place. Unix only: the shell's
+/// `exec` keeps the process id, so the links can be planted under the tool's own.
+#[cfg(unix)]
+#[test]
+fn aot_outputs_do_not_follow_planted_links() {
+    let dir = crate::cli::Dir::new("aot-planted-links");
+    let victim = dir.raw("victim", b"not to be overwritten");
+    // Every temporary name the tool has used: `.NAME.PID.tmp` (the old writer) and
+    // `.scatterjit-PID-N.tmp` for the first attempts.
+    let script = r#"
+        for n in 0 1 2 3; do ln -s "$1" ".scatterjit-$$-$n.tmp" || exit 90; done
+        ln -s "$1" ".k.o.$$.tmp" && ln -s "$1" ".k.h.$$.tmp" || exit 90
+        exec "$2" aot gather.f32.i64.r1.q0.a0 -o k.o
+    "#;
+    let out = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(&victim)
+        .arg(env!("CARGO_BIN_EXE_scatterjit"))
+        .current_dir(dir.path(""))
+        .output()
+        .expect("run the shell");
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let victim = std::fs::read(&victim).expect("the victim");
+    assert!(
+        victim == b"not to be overwritten",
+        "the link's target was overwritten with {} bytes",
+        victim.len()
+    );
+    for name in ["k.o", "k.h"] {
+        let meta = std::fs::symlink_metadata(dir.path(name)).expect("the output");
+        assert!(meta.is_file(), "{name} is not a regular file: {meta:?}");
+    }
+    let header = std::fs::read_to_string(dir.path("k.h")).expect("the header");
+    let key: KernelKey = "gather.f32.i64.r1.q0.a0".parse().expect("a key");
+    assert!(header.contains(&scatterjit::aot::symbol(&key)), "{header}");
+    // The links are left as they were: nothing in the tool removes what it did not create.
+    let links = dir
+        .entries()
+        .into_iter()
+        .filter(|name| name.ends_with(".tmp"))
+        .count();
+    assert_eq!(links, 6, "{:?}", dir.entries());
+}

@@ -375,7 +375,7 @@ fn strings(shape: &[usize], values: &[&str]) -> Tensor {
 }
 
 /// Unicode `.npy` arrays (`<U`, `>U`) run through every op the string dtype allows; the
-/// output is as wide as its longest string and keeps data's byte order.
+/// output keeps data's byte order and width, widened where an update is longer.
 #[test]
 fn string_tensors_run_through_every_op() {
     let dir = Dir::new("string_tensors_run_through_every_op");
@@ -423,6 +423,63 @@ fn string_tensors_run_through_every_op() {
         result.tensor,
         strings(&[2, 3], &["a", "", "é", "日本", "🦀", "ab"])
     );
+}
+
+/// A string output keeps data's descr, width included, whenever every string fits (as
+/// numpy's `take` keeps `<U3`); an update wider than data widens the output to the longest
+/// string instead of truncating it as numpy's assignment would.
+#[test]
+fn string_outputs_keep_data_width() {
+    let dir = Dir::new("string_outputs_keep_data_width");
+    let values = ["ab", "c", "", "d"];
+    let data = dir.npy_as("data.npy", &strings(&[2, 2], &values), "<U3");
+    assert_eq!(read(&data).descr, "<U3");
+    let out = dir.path("out.npy");
+    let rows = dir.npy("rows.npy", &t(&[1], &[1i64]));
+    assert_success(&cli!("run", "gather", &data, &rows, "-o", &out));
+    let result = read(&out);
+    assert_eq!(result.descr, "<U3");
+    assert_eq!(result.tensor, strings(&[1, 2], &["", "d"]));
+
+    let indices = dir.npy("indices.npy", &t(&[2, 2], &[1i64, 0, 0, 0]));
+    assert_success(&cli!(
+        "run",
+        "gather-elements",
+        "--axis",
+        "1",
+        &data,
+        &indices,
+        "-o",
+        &out
+    ));
+    let result = read(&out);
+    assert_eq!(result.descr, "<U3");
+    assert_eq!(result.tensor, strings(&[2, 2], &["c", "ab", "", ""]));
+
+    let big = dir.npy_as("big.npy", &strings(&[2, 2], &values), ">U5");
+    assert_success(&cli!("run", "gather", &big, &rows, "-o", &out));
+    assert_eq!(read(&out).descr, ">U5");
+
+    let one = dir.npy("one.npy", &t(&[1, 1], &[0i64]));
+    for (update, descr, first) in [("xyz", "<U3", "xyz"), ("wider", "<U5", "wider")] {
+        let updates = dir.npy("updates.npy", &strings(&[1, 1], &[update]));
+        assert_success(&cli!(
+            "run",
+            "scatter-elements",
+            &data,
+            &one,
+            &updates,
+            "-o",
+            &out
+        ));
+        let result = read(&out);
+        assert_eq!(result.descr, descr, "{update}");
+        assert_eq!(
+            result.tensor,
+            strings(&[2, 2], &[first, "c", "", "d"]),
+            "{update}"
+        );
+    }
 }
 
 #[test]

@@ -11,8 +11,8 @@ use std::ffi::OsStr;
 use scatterjit::ir::{DType, Error as IrError, KernelKey, OpKind, Reduction, Tensor};
 use scatterjit::{with_limits, Buffer, Error, KernelCache, Limits, TensorView};
 
+use crate::bad_input::inputs::{filled, sentinel};
 use crate::cli::{assert_one_error, assert_success, read, run_binary, Dir};
-use crate::errors::{filled, sentinel};
 
 /// The system allocator, recording the largest request of each thread.
 struct Recording;

@@ -16,16 +16,24 @@ const COLOURS: [RGBColor; 4] = [
     RGBColor(0xdd, 0x84, 0x52),
 ];
 
-/// Writes the chart to `path` as SVG: one group of horizontal bars per workload.
+/// Writes the chart to `path` as SVG: one group of horizontal bars per workload. The file
+/// is replaced atomically, so a failed run leaves an older chart whole.
 pub fn write_svg(report: &Report, path: &Path) -> Result<()> {
     let failed = |e: &dyn std::fmt::Display| {
         Error::Run(format!("cannot draw the chart {}: {e}", path.display()))
     };
+    let svg = draw(report).map_err(|e| failed(&e))?;
+    crate::atomic::write(path, &[svg.as_bytes()]).map_err(|e| failed(&e))
+}
+
+/// The chart's SVG text.
+fn draw(report: &Report) -> std::result::Result<String, DrawingAreaErrorKind<std::io::Error>> {
+    let mut svg = String::new();
     let rows = report.rows.len().max(1);
     let engines = COLOURS.len();
     let height = 120 + 26 * (engines as u32 + 1) * rows as u32;
-    let root = SVGBackend::new(path, (960, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| failed(&e))?;
+    let root = SVGBackend::with_string(&mut svg, (960, height)).into_drawing_area();
+    root.fill(&WHITE)?;
     let best = report
         .rows
         .iter()
@@ -48,25 +56,21 @@ pub fn write_svg(report: &Report, path: &Path) -> Result<()> {
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(12)
-        .build_cartesian_2d(0f64..best * 1.1, (rows as f64 * slot)..0f64)
-        .map_err(|e| failed(&e))?;
+        .build_cartesian_2d(0f64..best * 1.1, (rows as f64 * slot)..0f64)?;
     chart
         .configure_mesh()
         .disable_y_mesh()
         .x_desc("GB/s (higher is better)")
         .y_labels(0)
-        .draw()
-        .map_err(|e| failed(&e))?;
+        .draw()?;
     // Each group is captioned with its workload, inside the plot above its bars.
-    chart
-        .draw_series(names.iter().enumerate().map(|(i, name)| {
-            Text::new(
-                name.to_string(),
-                (best * 0.005, i as f64 * slot + 0.05),
-                ("sans-serif", 13),
-            )
-        }))
-        .map_err(|e| failed(&e))?;
+    chart.draw_series(names.iter().enumerate().map(|(i, name)| {
+        Text::new(
+            name.to_string(),
+            (best * 0.005, i as f64 * slot + 0.05),
+            ("sans-serif", 13),
+        )
+    }))?;
     for (e, name) in table_engine_names(report.threads).iter().enumerate() {
         let colour = COLOURS[e];
         chart
@@ -74,8 +78,7 @@ pub fn write_svg(report: &Report, path: &Path) -> Result<()> {
                 let top = i as f64 * slot + 0.6 + e as f64;
                 let value = gbps(r.bytes, r.median(e));
                 Rectangle::new([(0.0, top), (value, top + 0.9)], colour.filled())
-            }))
-            .map_err(|e| failed(&e))?
+            }))?
             .label(name.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.filled()));
     }
@@ -84,8 +87,9 @@ pub fn write_svg(report: &Report, path: &Path) -> Result<()> {
         .position(SeriesLabelPosition::LowerRight)
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
-        .draw()
-        .map_err(|e| failed(&e))?;
-    root.present().map_err(|e| failed(&e))?;
-    Ok(())
+        .draw()?;
+    root.present()?;
+    drop(chart);
+    drop(root);
+    Ok(svg)
 }
