@@ -385,6 +385,13 @@ fn from_dlpack_object<'py>(
     name: &str,
     access: Access,
 ) -> PyResult<Operand<'py>> {
+    // Autograd does not see a write through DLPack, and PyTorch refuses in-place writes
+    // to a leaf that requires grad.
+    if access == Access::Write && obj.getattr("requires_grad").is_ok_and(|r| r.is_truthy().unwrap_or(false)) {
+        return Err(PyValueError::new_err(format!(
+            "{name} requires grad; an in-place call or out= needs a tensor that does not (use .detach())"
+        )));
+    }
     // A written tensor must be the caller's memory, never a copy the producer made.
     let copy = (access == Access::Write).then_some(false);
     let imported = from_dlpack(obj.as_borrowed(), None, copy)?;
