@@ -1,6 +1,10 @@
 """The kernel level: scatterjit.kernel(key) and the cache statistics."""
 
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 
 import scatterjit
 from conftest import reference_scatter, same, values
@@ -44,3 +48,12 @@ def test_docstrings_read_like_the_rustdoc():
     for f in (scatterjit.scatter_elements, scatterjit.gather, scatterjit.gather_elements, scatterjit.kernel,
               scatterjit.Kernel.run, scatterjit.Kernel.explain, scatterjit.set_num_threads):
         assert f.__doc__ and len(f.__doc__) > 40, f
+
+
+def test_stubs_match_the_module():
+    """The .pyi stubs name every function, class and argument the compiled module has."""
+    pytest.importorskip("mypy")
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "scatterjit"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
