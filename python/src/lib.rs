@@ -85,7 +85,10 @@ fn scatter_in_place(
     indices: &Raw,
     updates: &Raw,
 ) -> PyResult<()> {
-    let inputs = [(TensorRole::Indices, indices), (TensorRole::Updates, updates)];
+    let inputs = [
+        (TensorRole::Indices, indices),
+        (TensorRole::Updates, updates),
+    ];
     operand::disjoint(OpKind::ScatterElements, data, &inputs).py_err()?;
     compute(py, || {
         kernel.scatter_in_place(&mut data.view_mut()?, &indices.view()?, &updates.view()?)

@@ -111,7 +111,13 @@ impl Raw {
             // writable view of these bytes exists during the call (see `disjoint`).
             unsafe { std::slice::from_raw_parts(self.start, self.len) }
         };
-        Ok(TensorView::new(self.dtype, &self.shape, &self.strides, self.offset, bytes)?)
+        Ok(TensorView::new(
+            self.dtype,
+            &self.shape,
+            &self.strides,
+            self.offset,
+            bytes,
+        )?)
     }
 
     /// A writable view of the operand, under the conditions of [`Self::view`]; the operand
@@ -125,7 +131,13 @@ impl Raw {
             // during the call: `disjoint` refused overlapping inputs.
             unsafe { std::slice::from_raw_parts_mut(self.start, self.len) }
         };
-        Ok(TensorViewMut::new(self.dtype, &self.shape, &self.strides, self.offset, bytes)?)
+        Ok(TensorViewMut::new(
+            self.dtype,
+            &self.shape,
+            &self.strides,
+            self.offset,
+            bytes,
+        )?)
     }
 }
 
@@ -286,7 +298,7 @@ fn dtype_of_numpy(descr: &Bound<'_, PyArrayDescr>, name: &str) -> PyResult<DType
         (b'b', 1) => Some(DType::Bool),
         (b'c', 8) => Some(DType::Complex64),
         (b'c', 16) => Some(DType::Complex128),
-        (_, 2) if descr.typeobj().name()?.to_string() == "bfloat16" => Some(DType::BF16),
+        (_, 2) if descr.typeobj().name()? == "bfloat16" => Some(DType::BF16),
         _ => None,
     };
     let Some(dtype) = dtype else {
@@ -306,7 +318,12 @@ fn dtype_of_numpy(descr: &Bound<'_, PyArrayDescr>, name: &str) -> PyResult<DType
 
 /// Byte strides as element strides. A dim of size 0 or 1 is never stepped, so its stride
 /// may be anything; the others must be whole elements.
-fn element_strides(name: &str, shape: &[usize], bytes: &[isize], size: usize) -> PyResult<Vec<isize>> {
+fn element_strides(
+    name: &str,
+    shape: &[usize],
+    bytes: &[isize],
+    size: usize,
+) -> PyResult<Vec<isize>> {
     shape
         .iter()
         .zip(bytes)
@@ -387,7 +404,11 @@ fn from_dlpack_object<'py>(
 ) -> PyResult<Operand<'py>> {
     // Autograd does not see a write through DLPack, and PyTorch refuses in-place writes
     // to a leaf that requires grad.
-    if access == Access::Write && obj.getattr("requires_grad").is_ok_and(|r| r.is_truthy().unwrap_or(false)) {
+    if access == Access::Write
+        && obj
+            .getattr("requires_grad")
+            .is_ok_and(|r| r.is_truthy().unwrap_or(false))
+    {
         return Err(PyValueError::new_err(format!(
             "{name} requires grad; an in-place call or out= needs a tensor that does not (use .detach())"
         )));
