@@ -5,6 +5,7 @@ mod errors;
 mod kernel;
 mod operand;
 mod pool;
+mod strings;
 
 use std::sync::Arc;
 
@@ -122,6 +123,7 @@ fn run_op<'py>(
 /// false, every element that an index targets starts from the reduction's identity instead
 /// of from ``data``. Negative indices count from the back. Inputs may be numpy arrays of any
 /// strides (zero and negative included) or tensors with ``__dlpack__``, and are not copied.
+/// numpy unicode arrays (``<U``) work with reduction ``"none"`` (copied, as strings are).
 ///
 /// Returns a new numpy array, or writes ``out`` (an array or DLPack tensor of data's dtype
 /// and shape) and returns it. Every index is checked before ``out`` is written: on error
@@ -152,6 +154,9 @@ fn scatter_elements<'py>(
         reduction: self::reduction(Some(reduction))?,
         use_init_val,
     };
+    if strings::is_text(data) {
+        return strings::run(py, op, data, indices, Some(updates), out);
+    }
     let data = Operand::new(data, "data", Access::Read)?;
     let indices = Operand::new(indices, "indices", Access::Read)?;
     let updates = Operand::new(updates, "updates", Access::Read)?;
@@ -162,7 +167,7 @@ fn scatter_elements<'py>(
 /// (numpy's ``take_along_axis``), with negative indices counting from the back.
 ///
 /// Returns a new numpy array shaped like ``indices``, or writes ``out`` and returns it.
-/// Errors as in ``scatter_elements``.
+/// numpy unicode arrays work too. Errors as in ``scatter_elements``.
 ///
 /// >>> import numpy as np, scatterjit
 /// >>> scatterjit.gather_elements(np.array([[1, 2], [3, 4]]), np.array([[0, 0], [1, 0]]), axis=1)
@@ -177,9 +182,13 @@ fn gather_elements<'py>(
     axis: i64,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let op = Op::GatherElements { axis };
+    if strings::is_text(data) {
+        return strings::run(py, op, data, indices, None, out);
+    }
     let data = Operand::new(data, "data", Access::Read)?;
     let indices = Operand::new(indices, "indices", Access::Read)?;
-    run_op(py, Op::GatherElements { axis }, &data, &indices, None, out)
+    run_op(py, op, &data, &indices, None, out)
 }
 
 /// ONNX Gather: ``out[a, i, b] = data[a, indices[i], b]`` (numpy's ``take``), with
@@ -202,9 +211,13 @@ fn gather<'py>(
     axis: i64,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let op = Op::Gather { axis };
+    if strings::is_text(data) {
+        return strings::run(py, op, data, indices, None, out);
+    }
     let data = Operand::new(data, "data", Access::Read)?;
     let indices = Operand::new(indices, "indices", Access::Read)?;
-    run_op(py, Op::Gather { axis }, &data, &indices, None, out)
+    run_op(py, op, &data, &indices, None, out)
 }
 
 /// `src` as the updates of an in-place scatter into `dtype`: a scalar broadcast to the

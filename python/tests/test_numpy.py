@@ -131,3 +131,14 @@ def test_bfloat16_results_are_ml_dtypes_arrays(rng):
     got = scatterjit.gather(data, np.array([0, -1]))
     assert got.dtype == BF16
     same(got, data[[0, -1]])
+
+
+def test_unicode_arrays(rng):
+    words = np.array([["zé", "b", "日本"], ["", "long word", "x"]])
+    indices = np.array([[2, -3], [1, 1]])
+    same(scatterjit.gather_elements(words, indices, axis=1), np.take_along_axis(words, np.array([[2, 0], [1, 1]]), 1))
+    same(scatterjit.gather(words, np.array([-1, 0]), axis=0), words[[1, 0]])
+    updates = np.array([["new", "newer"], ["a", "b"]])
+    expected = words.copy()
+    expected[0, 2], expected[0, 0], expected[1, 1] = "new", "newer", "b"
+    same(scatterjit.scatter_elements(words, indices, updates, axis=1), expected.astype("<U5"))  # as wide as its longest string
