@@ -2,8 +2,8 @@
 
 Times the standard workload suite through scatterjit and, when it is installed, through
 PyTorch, in one process, on the same arrays (torch tensors share the numpy arrays'
-memory), with the same timer, calls of the two interleaved, and prints the medians and
-their ratio. Two modes per workload:
+memory; torch's int64 copy of int32 indices is made once, untimed), with the same timer,
+calls of the two taken in turns, and prints the medians and their ratio. Two modes per workload:
 
 - ``new``: a fresh output per call (``scatter_elements`` / ``gather`` / ``gather_elements``
   against ``torch.scatter`` / ``scatter_reduce`` / ``index_select`` / ``gather``);
@@ -162,15 +162,24 @@ def agree(ours, theirs):
     return bool(np.array_equal(ours, theirs))
 
 
-def median_ms(fn, rounds, warmup):
-    for _ in range(warmup):
-        fn()
-    samples = []
+def ms(x):
+    """Three significant digits, without exponents."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def interleaved_medians(fns, rounds, warmup=2):
+    """The median milliseconds of each call, timed in turns (one call of each per round)
+    so that the machine's load falls on all of them alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples = {name: [] for name in fns}
     for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(samples)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def main(argv=None):
@@ -201,7 +210,8 @@ def main(argv=None):
     versions = f"scatterjit {scatterjit.__version__}, numpy {np.__version__}"
     if torch is not None:
         versions += f", torch {torch.__version__}"
-    print(f"# {versions}; {args.threads} threads; median of {rounds} calls (ms), after 2 warm-up calls", flush=True)
+    load = ", load average {:.1f}".format(os.getloadavg()[0]) if hasattr(os, "getloadavg") else ""
+    print(f"# {versions}; {args.threads} threads{load}; median of {rounds} calls (ms), interleaved, after 2 warm-up calls", flush=True)
     header = "| workload | MB | scatterjit new | torch new | torch/scatterjit | scatterjit into | torch into | torch/scatterjit |"
     if torch is None:
         header = "| workload | MB | scatterjit new | scatterjit into |"
@@ -216,18 +226,16 @@ def main(argv=None):
         mark = ""
         if torch is not None and not agree(ours_new, systems["torch"][0]()):
             mark, failed = " ✗ results differ", True
-        # Interleaved: each mode times scatterjit, then torch, on the same arrays.
-        times = {}
-        for mode in (0, 1):
-            for name, pair in systems.items():
-                times[name, mode] = median_ms(pair[mode], rounds, warmup=2)
+        times = interleaved_medians(
+            {(name, mode): pair[mode] for mode in (0, 1) for name, pair in systems.items()}, rounds
+        )
         cells = [w.name + mark, f"{mb:.0f}"]
         for mode in (0, 1):
             ours = times["scatterjit", mode]
-            cells.append(f"{ours:.3g}")
+            cells.append(ms(ours))
             if torch is not None:
                 theirs = times["torch", mode]
-                cells += [f"{theirs:.3g}", f"{theirs / ours:.2f}"]
+                cells += [ms(theirs), f"{theirs / ours:.2f}"]
         print("| " + " | ".join(cells) + " |", flush=True)
     if torch is not None:
         print("\ntorch/scatterjit > 1: scatterjit is faster. new: a fresh output per call; into: in place or out=.")
