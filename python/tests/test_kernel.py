@@ -58,3 +58,17 @@ def test_stubs_match_the_module():
         [sys.executable, "-m", "mypy.stubtest", "scatterjit._native"], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    for obj in (scatterjit.scatter_elements, scatterjit.gather_elements, scatterjit.gather,
+                scatterjit.scatter_, scatterjit.Kernel):
+        finder = doctest.DocTestFinder(recurse=False)
+        runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+        tests = finder.find(obj, obj.__name__, globs={})
+        assert tests and tests[0].examples, obj
+        for test in tests:
+            runner.run(test)
+        assert runner.failures == 0, obj
