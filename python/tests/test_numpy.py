@@ -30,7 +30,10 @@ def random_problem(rng, dtype, index_dtype, gather=False):
 def test_scatter_elements_matches_numpy(rng, dtype, name):
     reduction = REDUCTIONS[name]
     if not supports(reduction, dtype):
-        pytest.skip(f"{reduction} is not defined for {dtype}")
+        data = values(rng, dtype, (3,))
+        with pytest.raises(TypeError, match=f"reduction {reduction} is not supported for dtype"):
+            scatterjit.scatter_elements(data, np.array([0]), data[:1], reduction=name)
+        return
     for trial in range(12):
         index_dtype = INDEX_DTYPES[trial % len(INDEX_DTYPES)]
         data, indices, axis = random_problem(rng, dtype, index_dtype)
