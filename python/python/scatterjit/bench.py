@@ -1,0 +1,246 @@
+"""Side by side with PyTorch: ``python -m scatterjit.bench``.
+
+Times the standard workload suite through scatterjit and, when it is installed, through
+PyTorch, in one process, on the same arrays (torch tensors share the numpy arrays'
+memory; torch's int64 copy of int32 indices is made once, untimed), with the same timer,
+calls of the two taken in turns, and prints the medians and their ratio. Two modes per workload:
+
+- ``new``: a fresh output per call (``scatter_elements`` / ``gather`` / ``gather_elements``
+  against ``torch.scatter`` / ``scatter_reduce`` / ``index_select`` / ``gather``);
+- ``into``: the caller's buffer (``scatter_`` in place against ``Tensor.scatter_`` /
+  ``scatter_reduce_``, and ``out=`` for the gathers). The in-place scatters run again and
+  again on one buffer, which changes its values but not the work.
+
+Every workload's result is compared between the two before it is timed.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+import scatterjit
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    op: str  # scatter_elements, gather, gather_elements
+    dtype: str
+    index_dtype: str
+    data: tuple
+    indices: tuple
+    axis: int
+    reduction: str
+    pattern: str  # perm, uniform, uniform_rows
+    expanded: bool = False  # the index is a stride-0 view along the features (PyG style)
+
+
+# The suite's workloads, in its order and at its sizes (the same table as the Rust
+# library's benchmark suite).
+# fmt: off
+WORKLOADS = [
+    Workload("scatter_none_shuffle_f32",      "scatter_elements", "float32", "int64", (1024, 4096), (1024, 4096),  1, "none", "perm"),
+    Workload("scatter_add_gnn_f32",           "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "add",  "uniform_rows"),
+    Workload("scatter_max_gnn_f32",           "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "max",  "uniform_rows"),
+    Workload("scatter_mean_gnn_f32",          "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "mean", "uniform_rows"),
+    Workload("scatter_add_hist_i64",          "scatter_elements", "int64",   "int64", (1, 65536),   (1, 8388608),  1, "add",  "uniform"),
+    Workload("scatter_none_shuffle_f16",      "scatter_elements", "float16", "int32", (1024, 4096), (1024, 4096),  1, "none", "perm"),
+    Workload("gather_rows_embedding_f32",     "gather",           "float32", "int64", (50000, 256), (200000,),     0, "none", "uniform"),
+    Workload("gather_cols_f32",               "gather",           "float32", "int64", (4096, 4096), (1024,),       1, "none", "uniform"),
+    Workload("gather_elements_f32",           "gather_elements",  "float32", "int64", (2048, 4096), (2048, 4096),  1, "none", "uniform"),
+    Workload("scatter_add_gnn_expanded_f32",  "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "add",  "uniform_rows", True),
+    Workload("scatter_max_gnn_expanded_f32",  "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "max",  "uniform_rows", True),
+    Workload("scatter_mean_gnn_expanded_f32", "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "mean", "uniform_rows", True),
+]
+# fmt: on
+
+#: Dims at least this large are the ones ``--quick`` divides.
+LARGE_DIM = 1024
+
+
+def scaled(shape, div):
+    return tuple(max(1, d // div) if d >= LARGE_DIM else d for d in shape)
+
+
+def inputs(w, div=1):
+    """A workload's arrays, from numpy's default_rng(0): indices, then updates, then data.
+    Floats are uniform in [-1, 1), integers in [0, 100)."""
+    rng = np.random.default_rng(0)
+    data_shape, index_shape = scaled(w.data, div), scaled(w.indices, div)
+    size = data_shape[w.axis]
+    if w.pattern == "perm":
+        indices = np.argsort(rng.random(index_shape), axis=w.axis).astype(w.index_dtype)
+    elif w.pattern == "uniform_rows":
+        rows = rng.integers(0, size, index_shape[w.axis]).astype(w.index_dtype)
+        shape = [1] * len(index_shape)
+        shape[w.axis] = index_shape[w.axis]
+        indices = np.broadcast_to(rows.reshape(shape), index_shape)
+        if not w.expanded:
+            indices = np.ascontiguousarray(indices)
+    else:
+        indices = rng.integers(0, size, index_shape).astype(w.index_dtype)
+
+    def draw(shape):
+        if np.dtype(w.dtype).kind in "iu":
+            return rng.integers(0, 100, shape).astype(w.dtype)
+        return rng.uniform(-1, 1, shape).astype(w.dtype)
+
+    updates = draw(index_shape) if w.op == "scatter_elements" else None
+    return draw(data_shape), indices, updates
+
+
+def traffic_mb(w, data, indices, updates, out_nbytes):
+    """Essential traffic: bytes of data, indices (as materialized), updates and output."""
+    index_bytes = int(np.prod(indices.shape)) * indices.dtype.itemsize
+    update_bytes = updates.nbytes if updates is not None else 0
+    return (data.nbytes + index_bytes + update_bytes + out_nbytes) / 1e6
+
+
+TORCH_REDUCE = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin", "mean": "mean"}
+
+
+def calls(w, data, indices, updates, torch):
+    """For each system, a (new, into) pair of zero-argument calls on the same memory."""
+    axis = w.axis
+    if w.op == "scatter_elements":
+        buffer = data.copy()
+        ours = (
+            lambda: scatterjit.scatter_elements(data, indices, updates, axis, w.reduction),
+            lambda: scatterjit.scatter_(buffer, axis, indices, updates, reduce=w.reduction),
+        )
+    else:
+        f = scatterjit.gather if w.op == "gather" else scatterjit.gather_elements
+        out = f(data, indices, axis)
+        ours = (lambda: f(data, indices, axis), lambda: f(data, indices, axis, out=out))
+    if torch is None:
+        return {"scatterjit": ours}
+    td, tu = torch.from_numpy(data), None if updates is None else torch.from_numpy(updates)
+    if w.expanded:
+        # The same stride-0 view as numpy's: PyTorch Geometric's index.view(-1, 1).expand_as(src).
+        with warnings.catch_warnings():  # read-only memory: torch only reads it
+            warnings.simplefilter("ignore", UserWarning)
+            ti = torch.from_numpy(np.ascontiguousarray(indices[:, :1])).expand(*indices.shape)
+    else:
+        # torch takes int64 indices only (the f16 workload's are int32): converted once.
+        ti = torch.from_numpy(np.ascontiguousarray(indices)).to(torch.int64)
+    if w.op == "scatter_elements":
+        tbuffer = td.clone()
+        if w.reduction == "none":
+            theirs = (
+                lambda: torch.scatter(td, axis, ti, tu),
+                lambda: tbuffer.scatter_(axis, ti, tu),
+            )
+        else:
+            r = TORCH_REDUCE[w.reduction]
+            theirs = (
+                lambda: torch.scatter_reduce(td, axis, ti, tu, r, include_self=True),
+                lambda: tbuffer.scatter_reduce_(axis, ti, tu, r, include_self=True),
+            )
+    elif w.op == "gather":
+        flat = ti.reshape(-1)
+        tout = torch.index_select(td, axis, flat)
+        theirs = (
+            lambda: torch.index_select(td, axis, flat),
+            lambda: torch.index_select(td, axis, flat, out=tout),
+        )
+    else:
+        tout = torch.gather(td, axis, ti)
+        theirs = (lambda: torch.gather(td, axis, ti), lambda: torch.gather(td, axis, ti, out=tout))
+    return {"scatterjit": ours, "torch": theirs}
+
+
+def agree(ours, theirs):
+    ours, theirs = np.asarray(ours), theirs.numpy()
+    if ours.dtype.kind == "f":
+        return bool(np.allclose(ours, theirs, rtol=1e-3, atol=1e-3))
+    return bool(np.array_equal(ours, theirs))
+
+
+def ms(x):
+    """Three significant digits, without exponents."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def interleaved_medians(fns, rounds, warmup=2):
+    """The median milliseconds of each call, timed in turns (one call of each per round)
+    so that the machine's load falls on all of them alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append((time.perf_counter() - start) * 1e3)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m scatterjit.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="divide large dims by 8, fewer rounds")
+    parser.add_argument("--only", action="append", default=[], metavar="NAME", help="run only these workloads")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both systems")
+    parser.add_argument("--rounds", type=int, default=None, help="timed calls per system and mode")
+    parser.add_argument("--no-torch", action="store_true", help="time scatterjit alone")
+    args = parser.parse_args(argv)
+    div, rounds = (8, args.rounds or 5) if args.quick else (1, args.rounds or 9)
+
+    torch = None
+    if not args.no_torch:
+        try:
+            import torch
+        except ImportError:
+            print("torch is not installed: timing scatterjit alone", file=sys.stderr)
+    scatterjit.set_num_threads(args.threads)
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+    names = {w.name for w in WORKLOADS}
+    unknown = set(args.only) - names
+    if unknown:
+        parser.error(f"unknown workload(s) {sorted(unknown)}; known: {sorted(names)}")
+    chosen = [w for w in WORKLOADS if not args.only or w.name in args.only]
+
+    versions = f"scatterjit {scatterjit.__version__}, numpy {np.__version__}"
+    if torch is not None:
+        versions += f", torch {torch.__version__}"
+    load = ", load average {:.1f}".format(os.getloadavg()[0]) if hasattr(os, "getloadavg") else ""
+    print(f"# {versions}; {args.threads} threads{load}; median of {rounds} calls (ms), interleaved, after 2 warm-up calls", flush=True)
+    header = "| workload | MB | scatterjit new | torch new | torch/scatterjit | scatterjit into | torch into | torch/scatterjit |"
+    if torch is None:
+        header = "| workload | MB | scatterjit new | scatterjit into |"
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    failed = False
+    for w in chosen:
+        data, indices, updates = inputs(w, div)
+        systems = calls(w, data, indices, updates, torch)
+        ours_new = systems["scatterjit"][0]()
+        mb = traffic_mb(w, data, indices, updates, ours_new.nbytes)
+        mark = ""
+        if torch is not None and not agree(ours_new, systems["torch"][0]()):
+            mark, failed = " ✗ results differ", True
+        times = interleaved_medians(
+            {(name, mode): pair[mode] for mode in (0, 1) for name, pair in systems.items()}, rounds
+        )
+        cells = [w.name + mark, f"{mb:.0f}"]
+        for mode in (0, 1):
+            ours = times["scatterjit", mode]
+            cells.append(ms(ours))
+            if torch is not None:
+                theirs = times["torch", mode]
+                cells += [ms(theirs), f"{theirs / ours:.2f}"]
+        print("| " + " | ".join(cells) + " |", flush=True)
+    if torch is not None:
+        print("\ntorch/scatterjit > 1: scatterjit is faster. new: a fresh output per call; into: in place or out=.")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

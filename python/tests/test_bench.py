@@ -1,0 +1,23 @@
+"""python -m scatterjit.bench runs (a small case), and its inputs follow the suite's rules."""
+
+import numpy as np
+
+from scatterjit import bench
+
+
+def test_bench_runs_and_prints_a_row(capsys):
+    assert bench.main(["--quick", "--only", "gather_cols_f32", "--rounds", "1", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| gather_cols_f32 |" in out and "✗" not in out
+
+
+def test_inputs_follow_the_index_patterns():
+    by_name = {w.name: w for w in bench.WORKLOADS}
+    data, indices, updates = bench.inputs(by_name["scatter_none_shuffle_f32"], div=8)
+    assert (np.sort(indices, axis=1) == np.arange(indices.shape[1])).all()  # a permutation per row
+    data, indices, updates = bench.inputs(by_name["scatter_add_gnn_expanded_f32"], div=8)
+    assert indices.strides[1] == 0 and (indices == indices[:, :1]).all()
+    assert updates.min() >= -1 and updates.max() < 1
+    data, indices, updates = bench.inputs(by_name["scatter_add_hist_i64"], div=8)
+    assert data.dtype == np.int64 and 0 <= data.min() and data.max() < 100
+    assert len(bench.WORKLOADS) == 12
