@@ -106,6 +106,7 @@ fn define_key(module: &mut ObjectModule, key: &KernelKey) -> Result<()> {
                 &plan,
                 nest.pass,
                 variant,
+                false,
                 &pass_name,
                 Linkage::Local,
                 false,
