@@ -30,6 +30,9 @@ pub(crate) struct Buckets {
     rows: Vec<AtomicI64>,
     /// Bucket `b` is `rows[starts[b]..starts[b + 1]]`.
     starts: Vec<usize>,
+    /// Whether the index is uniform per slice by value (checked) rather than by layout:
+    /// the passes may then read it as a broadcast view, one element per slice.
+    pub(crate) uniform_by_value: bool,
 }
 
 impl Buckets {
@@ -77,7 +80,8 @@ pub(crate) fn sort<'a>(
         return None;
     }
     let off_axis = (0..shape.len()).filter(|&d| d != axis);
-    let layout = if off_axis.clone().all(|d| shape[d] == 1 || strides[d] == 0) {
+    let by_layout = off_axis.clone().all(|d| shape[d] == 1 || strides[d] == 0);
+    let layout = if by_layout {
         Slices::Broadcast {
             indices,
             stride: strides[axis],
@@ -143,7 +147,28 @@ pub(crate) fn sort<'a>(
                 *slot += 1;
             }
         });
-    Some(Buckets { rows, starts })
+    Some(Buckets {
+        rows,
+        starts,
+        uniform_by_value: !by_layout,
+    })
+}
+
+/// Whether every element of `rest` (elements of `first`'s width, at most 8 bytes) has
+/// `first`'s bytes: eight bytes at a time against `first` repeated, without early exit, so
+/// that it vectorizes.
+fn uniform(first: &[u8], rest: &[u8]) -> bool {
+    let mut pattern = [0u8; 8];
+    for (p, &b) in pattern.iter_mut().zip(first.iter().cycle()) {
+        *p = b;
+    }
+    let pattern = u64::from_le_bytes(pattern);
+    let words = rest.chunks_exact(8);
+    let tail = words.remainder();
+    let diff = words.fold(0u64, |acc, w| {
+        acc | (u64::from_le_bytes(w.try_into().expect("8 bytes")) ^ pattern)
+    });
+    diff == 0 && tail.chunks_exact(first.len()).all(|x| x == first)
 }
 
 /// The normalized destination coordinate of slice `e`, or `None` if its index is out of
@@ -157,8 +182,7 @@ fn slice_index(layout: &Slices<'_>, dtype: DType, e: usize, size: usize) -> Opti
             (&row[..width], &row[width..])
         }
     };
-    // Uniform: every later element's bytes equal the first's.
-    if !rest.is_empty() && !rest.chunks_exact(raw.len()).all(|x| x == raw) {
+    if !rest.is_empty() && !uniform(raw, rest) {
         return None;
     }
     let mut bytes = [0u8; 8];
@@ -171,4 +195,54 @@ fn slice_index(layout: &Slices<'_>, dtype: DType, e: usize, size: usize) -> Opti
     };
     let k = if k < 0 { k + size as i128 } else { k };
     (0..size as i128).contains(&k).then_some(k as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows_of(buckets: &Buckets) -> Vec<Vec<usize>> {
+        (0..buckets.len())
+            .map(|b| {
+                (0..buckets.bucket(b).1)
+                    .map(|j| buckets.row(b, j))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sorts_slices_stably_by_destination_range() {
+        // An expanded [6, 3] index over an axis of 8: buckets of width 2 (target 4).
+        let column: Vec<u8> = [5i64, 0, -1, 5, 1, 4]
+            .iter()
+            .flat_map(|k| k.to_le_bytes())
+            .collect();
+        let view = TensorView::new(DType::I64, &[6, 3], &[1, 0], 0, &column).unwrap();
+        let buckets = sort(&view, 0, 8, 4).unwrap();
+        assert!(!buckets.uniform_by_value);
+        // -1 is 7; each bucket lists its slices in increasing order.
+        assert_eq!(
+            rows_of(&buckets),
+            [vec![1, 4], vec![], vec![0, 3, 5], vec![2]]
+        );
+        // A bad index declines.
+        let bad: Vec<u8> = [5i64, 8].iter().flat_map(|k| k.to_le_bytes()).collect();
+        let view = TensorView::new(DType::I64, &[2, 3], &[1, 0], 0, &bad).unwrap();
+        assert!(sort(&view, 0, 8, 4).is_none());
+    }
+
+    #[test]
+    fn dense_rows_must_be_uniform() {
+        let rows = [2u8, 2, 2, 0, 0, 0, 1, 1, 1];
+        let view = TensorView::new(DType::U8, &[3, 3], &[3, 1], 0, &rows).unwrap();
+        let buckets = sort(&view, 0, 3, 3).unwrap();
+        assert!(buckets.uniform_by_value);
+        assert_eq!(rows_of(&buckets), [vec![1], vec![2], vec![0]]);
+        let mixed = [2u8, 2, 2, 0, 1, 0, 1, 1, 1];
+        let view = TensorView::new(DType::U8, &[3, 3], &[3, 1], 0, &mixed).unwrap();
+        assert!(sort(&view, 0, 3, 3).is_none());
+        assert!(uniform(&[7, 0], &[7, 0, 7, 0, 7, 0, 7, 0, 7, 0]));
+        assert!(!uniform(&[7, 0], &[7, 0, 7, 0, 7, 0, 7, 0, 7, 1]));
+    }
 }
