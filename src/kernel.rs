@@ -99,14 +99,28 @@ struct Split {
     chunks: usize,
     /// Per access: `(operand slot, byte stride along the split loop)`.
     steps: Vec<(usize, isize)>,
+    /// Chunks start at multiples of this many counters (a cache line of the widest access
+    /// when the split cuts rows), so that no two threads write one line.
+    align: i64,
 }
 
 impl Split {
     /// The first counter of chunk `c` along the split loop of extent `dim`.
     fn start(&self, dim: i64, c: usize) -> i64 {
-        (dim as i128 * c as i128 / self.chunks as i128) as i64
+        if c >= self.chunks {
+            return dim;
+        }
+        let even = (dim as i128 * c as i128 / self.chunks as i128) as i64;
+        even / self.align * self.align
     }
 }
+
+/// A split of the innermost loop gives each chunk at least this many bytes of its widest
+/// access: whole pages, never slivers of a short row.
+const MIN_ROW_CHUNK: usize = 4096;
+
+/// Chunks per thread, so that a thread that finishes early takes another.
+const CHUNKS_PER_THREAD: usize = 4;
 
 /// Chooses how to split `nest` over the current rayon pool, or `None` to run it whole.
 ///
@@ -137,26 +151,29 @@ fn split(
     let splittable = |n: usize| !(indexed_dest && order[n] == key.axis()) && dims[n] >= 2;
     let level = (0..depth).find(|&n| splittable(n))?;
     let steps = steps(key, layout, params, level);
-    // Innermost splits cut rows: keep chunks whole cache lines apart by giving each
-    // thread one chunk of at least 128 bytes of every access.
-    let per_thread = if level + 1 == depth { 1 } else { 4 };
     let max_chunks = (work / grain) as usize;
-    let mut chunks = (threads * per_thread)
+    let mut chunks = (threads * CHUNKS_PER_THREAD)
         .min(dims[level] as usize)
         .min(max_chunks);
+    let mut align = 1;
     if level + 1 == depth {
+        // Innermost splits cut rows: chunks of whole pages, starting on cache lines.
         let widest = steps
             .iter()
             .map(|s| s.1.unsigned_abs())
             .max()
             .unwrap_or(1)
             .max(1);
-        chunks = chunks.min(dims[level] as usize * widest / 128);
+        chunks = chunks.min(dims[level] as usize * widest / MIN_ROW_CHUNK);
+        if widest.is_power_of_two() && widest <= 64 {
+            align = (64 / widest) as i64;
+        }
     }
     (chunks >= 2).then_some(Split {
         level,
         chunks,
         steps,
+        align,
     })
 }
 
@@ -215,6 +232,7 @@ fn partial_split(
         level,
         chunks: chunks as usize,
         steps: steps(key, layout, params, level),
+        align: 1,
     })
 }
 
