@@ -637,9 +637,10 @@ impl Kernel {
     fn buckets(&self, data_shape: &[usize], indices: &TensorView<'_>) -> Option<Buckets> {
         const CACHE_LINE: usize = 64;
         /// A bucket reads its slices' updates with gaps between them, the wider the more
-        /// buckets there are; two per thread balance load at about the CPU time of one
-        /// thread (measured on the GNN workloads: 1 per thread +30% CPU time over one
-        /// thread, 2 +37%, 4 +60%, 8 +78%).
+        /// buckets there are; two per thread balance load for little extra CPU time
+        /// (`scatter_add_gnn_expanded_f32` at 2 threads, CPU time per call over one
+        /// thread's: about +31% with 1 bucket per thread, +37% with 2, +59% with 4, +76%
+        /// with 8).
         const BUCKETS_PER_THREAD: usize = 2;
         /// Slices at least this wide split well along their own loops.
         const WIDE_SLICE: usize = 16 << 10;
