@@ -17,8 +17,8 @@ pub(crate) const STATUS_OK: i64 = 0;
 pub(crate) const STATUS_BAD_INDEX: i64 = 1;
 
 /// How a pass's innermost loop is compiled. The kernel picks one per call from the bound
-/// strides ([`Variant::Contiguous`] whenever its condition holds) and compiles each on
-/// first use.
+/// strides ([`Variant::Contiguous`] or [`Variant::Broadcast`] whenever its condition holds)
+/// and compiles each on first use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
     /// Any strides: every access keeps its own pointer, stepped by its stride.
@@ -29,18 +29,68 @@ pub enum Variant {
     /// read and checked once per row, and whole-row combines use 16-byte vectors or
     /// `memcpy`.
     Contiguous,
+    /// [`Variant::Contiguous`], except that the accesses in the set stay put along the
+    /// innermost loop (stride 0) although their coordinates use it: a broadcast view, such
+    /// as PyTorch Geometric's `index.view(-1, 1).expand_as(src)`. A still index is read
+    /// and checked once per row; a still source is loaded once and splat.
+    Broadcast(Still),
 }
 
+/// A set of accesses (bit `a`: access `a` in [`accesses`] order) whose stride along the
+/// innermost loop is 0. Never empty in a [`Variant::Broadcast`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Still(pub(crate) u8);
+
+impl Still {
+    /// Whether access `a` stays put.
+    pub(crate) fn contains(self, a: usize) -> bool {
+        self.0 >> a & 1 == 1
+    }
+}
+
+/// The most accesses a pass has (index, source, dest, count).
+pub(crate) const MAX_ACCESSES: usize = 4;
+
 impl Variant {
-    /// Both variants, in a fixed order.
+    /// The variants compiled ahead of time, in a fixed order.
     pub const ALL: [Variant; 2] = [Variant::Strided, Variant::Contiguous];
 
-    /// The name used in symbols and listings.
-    pub const fn name(self) -> &'static str {
+    /// How many distinct variants exist; [`Variant::slot`] numbers them `0..COUNT`.
+    pub(crate) const COUNT: usize = 1 + (1 << MAX_ACCESSES);
+
+    /// A dense number for this variant, below [`Variant::COUNT`].
+    pub(crate) const fn slot(self) -> usize {
         match self {
-            Variant::Strided => "strided",
-            Variant::Contiguous => "contiguous",
+            Variant::Strided => 0,
+            Variant::Contiguous => 1,
+            Variant::Broadcast(still) => 1 + still.0 as usize,
         }
+    }
+
+    /// The name used in symbols and listings: `strided`, `contiguous`, or `broadcast`
+    /// followed by the still accesses' positions (`broadcast0` for a still index).
+    pub fn name(self) -> String {
+        match self {
+            Variant::Strided => "strided".into(),
+            Variant::Contiguous => "contiguous".into(),
+            Variant::Broadcast(still) => {
+                let mut name = String::from("broadcast");
+                for a in (0..MAX_ACCESSES).filter(|&a| still.contains(a)) {
+                    name.push_str(&a.to_string());
+                }
+                name
+            }
+        }
+    }
+
+    /// Whether access `a` stays put along the innermost loop although it uses it.
+    pub(crate) fn still(self, a: usize) -> bool {
+        matches!(self, Variant::Broadcast(still) if still.contains(a))
+    }
+
+    /// Whether the innermost loop is compiled as rows (every variant but `Strided`).
+    pub(crate) fn rows(self) -> bool {
+        self != Variant::Strided
     }
 }
 
@@ -66,6 +116,9 @@ pub(crate) struct ParamLayout {
     pub bound_at: Option<usize>,
     /// First of `depth` slots that receive the loop counters of a bad index.
     pub err_at: usize,
+    /// Slot of the address of the row list that a listed pass's outermost loop walks
+    /// (see `crate::engine`); unused by other passes.
+    pub list_at: usize,
     /// Total number of slots.
     pub len: usize,
 }
@@ -112,7 +165,8 @@ impl ParamLayout {
             accesses,
             bound_at,
             err_at: next,
-            len: next + depth,
+            list_at: next + depth,
+            len: next + depth + 1,
         }
     }
 }
@@ -134,6 +188,7 @@ mod tests {
         assert_eq!(layout.accesses[2].indexed_stride_at, Some(8));
         assert_eq!(layout.bound_at, Some(9));
         assert_eq!(layout.err_at, 10);
-        assert_eq!(layout.len, 12);
+        assert_eq!(layout.list_at, 12);
+        assert_eq!(layout.len, 13);
     }
 }

@@ -24,6 +24,7 @@ pub mod cabi;
 mod cache;
 mod check;
 mod codegen;
+mod engine;
 pub mod error;
 pub mod ffi;
 mod jit;

@@ -3,12 +3,17 @@
 //! dispatched on the dtype once per call.
 
 use half::{bf16, f16};
+use rayon::prelude::*;
 use scatterjit_ir::{checked_numel, DType, Element, OpKind, Reduction};
 
 use crate::alloc;
 use crate::error::Buffer;
 use crate::error::{Error, Result};
 use crate::tensor::TensorViewMut;
+
+/// Elements per parallel block of the host steps on a row-major output: enough to pay
+/// for a task, and every block's sums and counts line up with its elements.
+const BLOCK: usize = 1 << 14;
 
 /// Per-element sums and counts, contiguous in the output's row-major order, laid out as the
 /// compiled apply pass reads them (accumulators little-endian, counts i64).
@@ -194,7 +199,24 @@ impl MeanScratch {
 
     /// Sums start from the output's current values (`use_init_val`) or zero; counts from 0.
     pub(crate) fn init(&mut self, out: &mut TensorViewMut<'_>, use_init_val: bool) {
-        with_mean_type!(out.dtype(), T => {
+        let dtype = out.dtype();
+        if let Some(bytes) = out.dense_bytes_mut() {
+            with_mean_type!(dtype, T => {
+                let width = <<T as MeanElement>::Acc as Accumulator>::WIDTH;
+                let size = std::mem::size_of::<T>();
+                bytes
+                    .par_chunks(BLOCK * size)
+                    .zip(self.acc.par_chunks_mut(BLOCK * width))
+                    .for_each(|(from, sums)| {
+                        for (e, sum) in from.chunks_exact(size).zip(sums.chunks_exact_mut(width)) {
+                            let start = if use_init_val { T::read_le(e).widen() } else { <T as MeanElement>::START };
+                            start.write(sum);
+                        }
+                    });
+            });
+            return;
+        }
+        with_mean_type!(dtype, T => {
             let width = <<T as MeanElement>::Acc as Accumulator>::WIDTH;
             debug_assert_eq!(self.acc.len(), self.count.len() * width);
             let mut chunks = self.acc.chunks_exact_mut(width);
@@ -209,7 +231,28 @@ impl MeanScratch {
 /// Writes `sum / (count + use_init_val)` into every element that received an update.
 pub(crate) fn finish(out: &mut TensorViewMut<'_>, scratch: &MeanScratch, use_init_val: bool) {
     let extra = i64::from(use_init_val);
-    with_mean_type!(out.dtype(), T => {
+    let dtype = out.dtype();
+    if let Some(bytes) = out.dense_bytes_mut() {
+        with_mean_type!(dtype, T => {
+            let width = <<T as MeanElement>::Acc as Accumulator>::WIDTH;
+            let size = std::mem::size_of::<T>();
+            bytes
+                .par_chunks_mut(BLOCK * size)
+                .zip(scratch.acc.par_chunks(BLOCK * width))
+                .zip(scratch.count.par_chunks(BLOCK))
+                .for_each(|((to, sums), counts)| {
+                    let each = to.chunks_exact_mut(size).zip(sums.chunks_exact(width)).zip(counts);
+                    for ((e, sum), &count) in each {
+                        if count > 0 {
+                            let sum = <<T as MeanElement>::Acc as Accumulator>::read(sum);
+                            T::finish(sum, count + extra).write_le(e);
+                        }
+                    }
+                });
+        });
+        return;
+    }
+    with_mean_type!(dtype, T => {
         let width = <<T as MeanElement>::Acc as Accumulator>::WIDTH;
         let mut sums = scratch.acc.chunks_exact(width);
         let mut counts = scratch.count.iter();

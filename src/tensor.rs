@@ -316,6 +316,48 @@ impl<'a> TensorView<'a> {
         self.bytes.as_ptr_range()
     }
 
+    /// The view without its broadcast dims (stride 0) and dims of size 1, which repeat
+    /// elements, and the dims it keeps: the distinct positions, in row-major order of
+    /// their first occurrence. A view with a zero dim is returned whole.
+    pub(crate) fn compacted(&self) -> (TensorView<'a>, Vec<usize>) {
+        let shape = &self.layout.shape;
+        let kept: Vec<usize> = if shape.contains(&0) {
+            (0..shape.len()).collect()
+        } else {
+            (0..shape.len())
+                .filter(|&d| shape[d] > 1 && self.layout.strides[d] != 0)
+                .collect()
+        };
+        let layout = Layout {
+            dtype: self.layout.dtype,
+            shape: kept.iter().map(|&d| shape[d]).collect(),
+            strides: kept.iter().map(|&d| self.layout.strides[d]).collect(),
+            offset: self.layout.offset,
+        };
+        let view = TensorView {
+            layout,
+            bytes: self.bytes,
+            strings: self.strings,
+        };
+        (view, kept)
+    }
+
+    /// The view with stride 0 on every dim but `axis`: each element repeats the one at
+    /// its axis coordinate and 0 elsewhere, a position of this view.
+    pub(crate) fn broadcast_off(&self, axis: usize) -> TensorView<'a> {
+        let mut layout = self.layout.clone();
+        for (d, stride) in layout.strides.iter_mut().enumerate() {
+            if d != axis {
+                *stride = 0;
+            }
+        }
+        TensorView {
+            layout,
+            bytes: self.bytes,
+            strings: self.strings,
+        }
+    }
+
     /// Address of position 0 (for kernels, which only reach validated positions).
     pub(crate) fn raw(&self) -> RawOperand<'_> {
         RawOperand {

@@ -21,6 +21,12 @@ pub enum Layout {
     ColumnMajor,
     /// One element broadcast to the whole shape (all strides zero): PyTorch's scalar `value`.
     Broadcast,
+    /// The elements along the op's axis (at 0 elsewhere) as a packed vector, stride 0 on
+    /// every other dim: PyTorch Geometric's `index.view(-1, 1).expand_as(src)`.
+    Expanded,
+    /// The elements at 0 along the last dim, row-major, stride 0 along the last dim: each
+    /// row one value.
+    RowBroadcast,
 }
 
 /// Where an out-of-bounds index goes and what it is.
@@ -51,6 +57,9 @@ pub struct Case {
     pub use_init_val: bool,
     pub layouts: [Layout; 3],
     pub bad: Option<(usize, BadIndex)>,
+    /// Indices equal across each slice (every position with one axis coordinate), the
+    /// materialized form of an expanded index.
+    pub uniform_slices: bool,
     pub seed: u64,
 }
 
@@ -195,6 +204,21 @@ impl Case {
         }
     }
 
+    /// The axis, normalized (0 when out of range).
+    fn normalized_axis(&self) -> usize {
+        let r = self.data_shape.len() as i64;
+        let a = if self.axis < 0 {
+            self.axis + r
+        } else {
+            self.axis
+        };
+        if (0..r).contains(&a) {
+            a as usize
+        } else {
+            0
+        }
+    }
+
     /// The axis size the indices are drawn against (0 when the axis is out of range).
     fn axis_size(&self) -> usize {
         let r = self.data_shape.len() as i64;
@@ -233,6 +257,19 @@ impl Case {
             };
             idx.extend(index_bytes(self.index_dtype, v.clamp(lo, hi)));
         }
+        let size = self.index_dtype.size();
+        if self.uniform_slices && n > 0 && self.kind != OpKind::Gather {
+            // Every element takes the value at its axis coordinate and 0 elsewhere.
+            let axis = self.normalized_axis();
+            let inner: usize = self.index_shape[axis + 1..].iter().product();
+            let len = self.index_shape[axis];
+            let first = idx.clone();
+            for p in 0..n {
+                let e = p / inner % len;
+                idx[p * size..(p + 1) * size]
+                    .copy_from_slice(&first[e * inner * size..(e * inner + 1) * size]);
+            }
+        }
         if let Some((at, kind)) = self.bad {
             if n > 0 {
                 let value = match kind {
@@ -242,7 +279,6 @@ impl Case {
                     BadIndex::Min | BadIndex::Max => hi,
                 };
                 if (lo..=hi).contains(&value) {
-                    let size = self.index_dtype.size();
                     let p = at % n;
                     idx[p * size..(p + 1) * size]
                         .copy_from_slice(&index_bytes(self.index_dtype, value));
@@ -263,8 +299,9 @@ impl Case {
     }
 }
 
-/// A buffer holding `t`'s elements in `layout`, with the strides and offset to view it.
-pub fn lay_out(t: &Tensor, layout: Layout, rng_seed: u64) -> Strided {
+/// A buffer holding `t`'s elements in `layout` (`axis`: the op's, for
+/// [`Layout::Expanded`]), with the strides and offset to view it.
+pub fn lay_out(t: &Tensor, layout: Layout, axis: usize, rng_seed: u64) -> Strided {
     let size = t.dtype().size();
     let shape = t.shape();
     let numel = t.numel();
@@ -275,7 +312,38 @@ pub fn lay_out(t: &Tensor, layout: Layout, rng_seed: u64) -> Strided {
             offset: 0,
         };
     }
-    if layout == Layout::Contiguous || layout == Layout::Broadcast || numel == 0 {
+    let rank = shape.len();
+    if layout == Layout::Expanded && numel > 0 && axis < rank {
+        let inner: usize = shape[axis + 1..].iter().product();
+        let bytes = (0..shape[axis])
+            .flat_map(|e| t.bytes()[e * inner * size..(e * inner + 1) * size].to_vec())
+            .collect();
+        let strides = (0..rank).map(|d| isize::from(d == axis)).collect();
+        return Strided {
+            bytes,
+            strides,
+            offset: 0,
+        };
+    }
+    if layout == Layout::RowBroadcast && numel > 0 && rank > 0 {
+        let last = shape[rank - 1];
+        let bytes = (0..numel / last)
+            .flat_map(|row| t.bytes()[row * last * size..(row * last + 1) * size].to_vec())
+            .collect();
+        let mut strides: Vec<isize> = scatterjit::ir::row_major_strides(&shape[..rank - 1])
+            .iter()
+            .map(|&s| s as isize)
+            .collect();
+        strides.push(0);
+        return Strided {
+            bytes,
+            strides,
+            offset: 0,
+        };
+    }
+    if layout != Layout::Padded && layout != Layout::Reversed && layout != Layout::ColumnMajor
+        || numel == 0
+    {
         return Strided {
             bytes: t.bytes().to_vec(),
             strides: t.strides().iter().map(|&s| s as isize).collect(),
@@ -318,9 +386,10 @@ pub fn check(case: &Case) -> Result<(), String> {
     let (data, indices, updates) = case.tensors();
     let op = case.op();
     let mut seed = case.seed;
+    let axis = case.normalized_axis();
     let mut strided = |t: &Tensor, layout: Layout| {
         seed = seed.wrapping_add(1);
-        lay_out(t, layout, seed)
+        lay_out(t, layout, axis, seed)
     };
     let ds = strided(&data, case.layouts[0]);
     let is = strided(&indices, case.layouts[1]);
@@ -352,8 +421,8 @@ pub fn check(case: &Case) -> Result<(), String> {
         &dv,
         &iv,
         uv.as_ref(),
-        |zeros| lay_out(zeros, Layout::Padded, seed ^ 0xff),
-        |data| lay_out(data, case.layouts[0], seed ^ 0xabc),
+        |zeros| lay_out(zeros, Layout::Padded, axis, seed ^ 0xff),
+        |data| lay_out(data, case.layouts[0], axis, seed ^ 0xabc),
     )
 }
 
@@ -399,6 +468,15 @@ fn layout() -> impl Strategy<Value = Layout> {
         2 => Just(Layout::Padded),
         1 => Just(Layout::Reversed),
         1 => Just(Layout::ColumnMajor),
+    ]
+}
+
+/// A layout for a read-only input: any of [`layout`], or a broadcast one.
+fn input_layout() -> impl Strategy<Value = Layout> {
+    prop_oneof![
+        6 => layout(),
+        1 => Just(Layout::Expanded),
+        1 => Just(Layout::RowBroadcast),
     ]
 }
 
@@ -463,8 +541,8 @@ fn case() -> impl Strategy<Value = Case> {
                     -(rank as i64)..(rank as i64),
                     (
                         layout(),
-                        layout(),
-                        prop_oneof![3 => layout(), 1 => Just(Layout::Broadcast)],
+                        input_layout(),
+                        prop_oneof![3 => input_layout(), 1 => Just(Layout::Broadcast)],
                     ),
                     bad_index(),
                 )
@@ -502,6 +580,87 @@ fn case() -> impl Strategy<Value = Case> {
                     use_init_val,
                     layouts,
                     bad,
+                    uniform_slices: seed % 5 == 0,
+                    seed,
+                }
+            },
+        )
+}
+
+/// Scatters for the parallel engine (see `suite_workloads_agree_with_interpreter` for its
+/// full-size paths): many slices along the axis into a short axis (many duplicates), the
+/// index per slice uniform by layout (expanded, row-broadcast) or by value, updates
+/// packed, padded or broadcast, bad indices where a slice's index is read.
+fn engine_case() -> impl Strategy<Value = Case> {
+    (
+        prop::sample::select(NUMERIC),
+        prop::sample::select(INDEX),
+        1usize..=3,
+        prop::sample::select(Reduction::ALL),
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_flat_map(|(dtype, index_dtype, rank, reduction, init, seed)| {
+            let reduction = if reduction.supports(dtype) {
+                reduction
+            } else {
+                Reduction::None
+            };
+            (
+                Just((dtype, index_dtype, reduction, init, seed)),
+                prop::collection::vec(prop_oneof![1 => Just(0usize), 8 => 1usize..=3], rank),
+                0..rank,
+                1usize..=6,
+                6usize..=40,
+                prop_oneof![
+                    2 => Just(Layout::Expanded),
+                    1 => Just(Layout::RowBroadcast),
+                    2 => Just(Layout::Contiguous),
+                ],
+                prop_oneof![
+                    3 => Just(Layout::Contiguous),
+                    1 => Just(Layout::Padded),
+                    1 => Just(Layout::Expanded),
+                    1 => Just(Layout::RowBroadcast),
+                    1 => Just(Layout::Broadcast),
+                ],
+                prop_oneof![4 => Just(None), 1 => (0usize..40, prop_oneof![
+                    Just(BadIndex::Size),
+                    Just(BadIndex::BeforeStart),
+                    Just(BadIndex::Max),
+                ]).prop_map(Some)],
+            )
+        })
+        .prop_map(
+            |(
+                (dtype, index_dtype, reduction, use_init_val, seed),
+                dims,
+                axis,
+                size,
+                slices,
+                il,
+                ul,
+                bad,
+            )| {
+                let mut data_shape = dims.clone();
+                data_shape[axis] = size;
+                let mut index_shape = dims;
+                index_shape[axis] = slices;
+                let inner: usize = index_shape[axis + 1..].iter().product();
+                Case {
+                    kind: OpKind::ScatterElements,
+                    dtype,
+                    index_dtype,
+                    update_extra: vec![0; index_shape.len()],
+                    data_shape,
+                    index_shape,
+                    axis: axis as i64,
+                    reduction,
+                    use_init_val,
+                    layouts: [Layout::Contiguous, il, ul],
+                    // At the start of a slice, where an expanded view reads it.
+                    bad: bad.map(|(e, kind)| (e * inner, kind)),
+                    uniform_slices: true,
                     seed,
                 }
             },
@@ -513,6 +672,13 @@ proptest! {
 
     #[test]
     fn jit_agrees_with_interpreter(case in case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
+    #[test]
+    fn parallel_engine_agrees_with_interpreter(case in engine_case()) {
         if let Err(message) = check(&case) {
             prop_assert!(false, "{}", message);
         }
@@ -544,6 +710,7 @@ fn named(
         use_init_val,
         layouts: [Layout::Contiguous; 3],
         bad,
+        uniform_slices: false,
         seed: 7,
     }
 }
@@ -806,7 +973,7 @@ fn suite_workloads_agree_with_interpreter() {
         let want = interp::run(&p.op, &p.data, &p.indices, p.updates.as_ref()).unwrap();
         let kernel = KernelCache::global().get(&p.key()).unwrap();
         let data = TensorView::from(&p.data);
-        let indices = TensorView::from(&p.indices);
+        let indices = p.index_view().unwrap();
         let updates = p.updates.as_ref().map(TensorView::from);
         for pool in pools() {
             let got = pool

@@ -10,6 +10,9 @@
 //!          dest = combine(dest, source) at p_a (+ k * indexed_stride_a)
 //! bad:     store i_0..i_{depth-1} into the error slots; return BAD_INDEX
 //! ```
+//! A listed pass's outermost loop takes its positions from a row list instead of counting
+//! (`for j in 0..dim_0 { i_0 = list[j]; p_a = base_a + i_0 * stride_a[0]; ... }`), so that
+//! one thread can apply exactly the rows of its destination range (see `crate::engine`).
 //! No calls and no per-element dispatch: every type and combine is fixed at build time.
 
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -59,7 +62,8 @@ struct AccessState {
     operand: Operand,
     /// log2 of the element size.
     shift: i64,
-    /// Whether the access's coordinates include the innermost loop.
+    /// Whether the access moves along the innermost loop: its coordinates include it and
+    /// the variant does not hold it still.
     uses_inner: bool,
     base: Value,
     /// Slot of the element strides along the domain dims (in loop order).
@@ -87,17 +91,20 @@ struct Lowering<'a, 'b> {
     bad: Block,
     variant: Variant,
     machine: Machine,
+    listed: bool,
 }
 
 /// Emits `nest` as the body of the function `b` builds for `machine`, its innermost loop
-/// compiled as `variant`. The function's signature must be `(ptr, ptr) -> i64`; blocks are
-/// sealed and the builder is left ready to finalize.
+/// compiled as `variant`, its outermost loop walking a row list if `listed`. The function's
+/// signature must be `(ptr, ptr) -> i64`; blocks are sealed and the builder is left ready
+/// to finalize.
 pub(crate) fn build_pass(
     b: &mut FunctionBuilder,
     key: &KernelKey,
     nest: &LoopNest,
     variant: Variant,
     machine: Machine,
+    listed: bool,
 ) {
     let ptr = machine.config.pointer_type();
     let layout = ParamLayout::of(nest);
@@ -117,7 +124,8 @@ pub(crate) fn build_pass(
         .accesses
         .iter()
         .zip(abi::accesses(nest))
-        .map(|(slots, access)| {
+        .enumerate()
+        .map(|(a, (slots, access))| {
             let shift = element_size(key, slots.operand).trailing_zeros() as i64;
             let base = b
                 .ins()
@@ -125,7 +133,8 @@ pub(crate) fn build_pass(
             AccessState {
                 operand: slots.operand,
                 shift,
-                uses_inner: inner.is_some_and(|d| access.coords.contains(&Coord::Loop(d))),
+                uses_inner: inner.is_some_and(|d| access.coords.contains(&Coord::Loop(d)))
+                    && !variant.still(a),
                 base,
                 strides_at: slots.strides_at,
                 indexed_stride_at: slots.indexed_stride_at,
@@ -164,6 +173,7 @@ pub(crate) fn build_pass(
         bad,
         variant,
         machine,
+        listed,
     };
     let bases: Vec<Value> = lowering.accesses.iter().map(|a| a.base).collect();
     if layout.depth == 0 {
@@ -196,10 +206,14 @@ impl Lowering<'_, '_> {
             self.body(ptrs);
             return;
         }
+        if n == 0 && self.listed {
+            self.listed_level(ptrs);
+            return;
+        }
         let innermost = n + 1 == self.depth;
         if innermost {
             self.enter_innermost();
-            if self.variant == Variant::Contiguous {
+            if self.variant.rows() {
                 self.inner_dim = Some(self.param(n));
                 self.contiguous_inner(ptrs);
                 return;
@@ -239,6 +253,50 @@ impl Lowering<'_, '_> {
             let stepped = self.b.ins().iadd(p, strides[a]);
             self.b.def_var(var, stepped);
         }
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, dim);
+        self.b.ins().brif(more, header, &[], exit, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// The outermost loop of a listed pass: `j` counts to `dim_0` and the loop's position
+    /// is `list[j]`, each access's pointer recomputed from its base at every step.
+    fn listed_level(&mut self, ptrs: &[Value]) {
+        let counter = self.b.declare_var(types::I64);
+        self.counters.push(counter);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.def_var(counter, zero);
+        let header = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let j = self.b.use_var(counter);
+        let list = self.param(self.layout.list_at);
+        let offset = self.b.ins().ishl_imm_s(j, 3);
+        let at = self.b.ins().iadd(list, offset);
+        // The list is the engine's own buffer: aligned and valid for `dim_0` entries.
+        let position = self
+            .b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), at, 0);
+        let strides = self.byte_strides(0);
+        let current: Vec<Value> = ptrs
+            .iter()
+            .zip(strides)
+            .map(|(&p, stride)| {
+                let step = self.b.ins().imul(position, stride);
+                self.b.ins().iadd(p, step)
+            })
+            .collect();
+        if self.depth == 1 {
+            self.enter_innermost();
+            self.body(&current);
+        } else {
+            self.level(1, &current);
+        }
+        let dim = self.param(0);
+        let j = self.b.use_var(counter);
+        let next = self.b.ins().iadd_imm_s(j, 1);
+        self.b.def_var(counter, next);
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, dim);
         self.b.ins().brif(more, header, &[], exit, &[]);
         self.b.switch_to_block(exit);
@@ -292,8 +350,11 @@ impl Lowering<'_, '_> {
             Some(ix) if !self.accesses[ix].uses_inner => {
                 let raw = self.load_index(ptrs[ix]);
                 let k = self.check_index(raw);
-                let bases = self.moved(ptrs, k);
-                self.row(&bases);
+                // A check pass has nothing to do along the row.
+                if self.nest.dest.is_some() {
+                    let bases = self.moved(ptrs, k);
+                    self.row(&bases);
+                }
             }
             // The index may be constant along the row (GNN message passing repeats one
             // destination across the features): if it is, combine whole rows.
@@ -527,10 +588,15 @@ impl Lowering<'_, '_> {
         }
         let mut start = zero;
         if let Some(lanes) = self.vector_lanes() {
-            if walks(self, dest) && (source.is_none() || walks(self, source)) {
+            if walks(self, dest) {
+                // A still (broadcast) source is one value for the whole row: load it once.
+                let splat = match source {
+                    Some(src) if !walks(self, Some(src)) => Some(self.splat_source(bases[src])),
+                    _ => None,
+                };
                 start = self.for_range(zero, dim, lanes, |s, i| {
                     let at = s.at_element(bases, i);
-                    s.combine_vector(&at);
+                    s.combine_vector(&at, splat);
                 });
             }
         }
@@ -610,9 +676,8 @@ impl Lowering<'_, '_> {
         (self.machine.vectors && vectorizes && size <= 8).then_some(16 / size)
     }
 
-    /// The vector form of [`Self::combine`] on 16 bytes of elements at `at` (indexed
-    /// accesses already moved); `mean`'s counts advance by one per element.
-    fn combine_vector(&mut self, at: &[Value]) {
+    /// The element type of [`Self::combine_vector`]'s vectors and their type.
+    fn vector_types(&self) -> (Type, Type) {
         let dtype = self.key.dtype();
         let lanes = 16 / dtype.size() as u32;
         let scalar = match dtype.class() {
@@ -620,7 +685,23 @@ impl Lowering<'_, '_> {
             DTypeClass::Float => types::F64,
             _ => raw_type(dtype.size()),
         };
-        let vector = scalar.by(lanes).expect("16-byte vectors exist");
+        (scalar, scalar.by(lanes).expect("16-byte vectors exist"))
+    }
+
+    /// The source element at `at`, splat into a vector.
+    fn splat_source(&mut self, at: Value) -> Value {
+        let (scalar, vector) = self.vector_types();
+        let x = self.b.ins().load(scalar, data_flags(), at, 0);
+        self.b.ins().splat(vector, x)
+    }
+
+    /// The vector form of [`Self::combine`] on 16 bytes of elements at `at` (indexed
+    /// accesses already moved), the source read there or given as `splat`; `mean`'s
+    /// counts advance by one per element.
+    fn combine_vector(&mut self, at: &[Value], splat: Option<Value>) {
+        let dtype = self.key.dtype();
+        let lanes = 16 / dtype.size() as u32;
+        let (_, vector) = self.vector_types();
         let dest = self
             .nest
             .dest
@@ -631,9 +712,14 @@ impl Lowering<'_, '_> {
         let Some(Source::Read(src)) = &self.nest.source else {
             unreachable!("vector combines read their source")
         };
-        let src_ptr = at[self.access_of(src.operand)];
         let old = self.b.ins().load(vector, data_flags(), dest_ptr, 0);
-        let new = self.b.ins().load(vector, data_flags(), src_ptr, 0);
+        let new = match splat {
+            Some(v) => v,
+            None => {
+                let src_ptr = at[self.access_of(src.operand)];
+                self.b.ins().load(vector, data_flags(), src_ptr, 0)
+            }
+        };
         let v = match self.nest.combine {
             Combine::Reduce(r) => combine::reduce(
                 self.b,

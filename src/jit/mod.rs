@@ -25,8 +25,8 @@ pub(crate) type PassFn = unsafe extern "C" fn(*const *mut u8, *mut i64) -> i64;
 pub struct Listing {
     /// Which pass.
     pub pass: Option<PassKind>,
-    /// Which variant of its innermost loop (`strided` or `contiguous`).
-    pub variant: &'static str,
+    /// Which variant of its innermost loop (`strided`, `contiguous`, `broadcast…`).
+    pub variant: String,
     /// The CLIF as the lowering built it.
     pub clif: String,
     /// The CLIF after Cranelift's optimizations.
@@ -137,13 +137,16 @@ pub(crate) fn pass_signature<M: Module>(module: &M) -> Signature {
 
 /// Declares pass `kind` of `plan` in `variant` as function `name` of `module` and defines it
 /// with the one lowering ([`codegen::build_pass`]): the path from a loop nest to machine
-/// code, for the JIT and object files alike. With `listing`, also returns its CLIF before
-/// and after optimization and its disassembly.
+/// code, for the JIT and object files alike. `listed`: the outermost loop walks a row list
+/// (see `crate::engine`). With `listing`, also returns its CLIF before and after
+/// optimization and its disassembly.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn define_pass<M: Module>(
     module: &mut M,
     plan: &Plan,
     kind: PassKind,
     variant: Variant,
+    listed: bool,
     name: &str,
     linkage: Linkage,
     listing: bool,
@@ -171,7 +174,7 @@ pub(crate) fn define_pass<M: Module>(
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
         let machine = machine(module.isa(), module.target_config());
-        codegen::build_pass(&mut b, &key, nest, variant, machine);
+        codegen::build_pass(&mut b, &key, nest, variant, machine, listed);
         b.finalize(module.target_config());
     }
     // Rendering CLIF costs about a quarter of a compile: only for listings and errors.
@@ -202,21 +205,30 @@ pub(crate) fn define_pass<M: Module>(
     Ok((id, text))
 }
 
-/// Compiles pass `kind` of `plan` in `variant` into a fresh module. With `listing`, also
-/// returns its CLIF before and after optimization and its disassembly.
+/// Compiles pass `kind` of `plan` in `variant` (its outermost loop `listed` or not) into a
+/// fresh module. With `listing`, also returns its CLIF before and after optimization and
+/// its disassembly.
 pub(crate) fn compile(
     plan: &Plan,
     kind: PassKind,
     variant: Variant,
+    listed: bool,
     listing: bool,
 ) -> Result<(Code, Option<Listing>)> {
     let mut module = JITModule::new(JITBuilder::with_isa(isa(false)?, default_libcall_names()));
-    let name = format!("{}.{}.{}", plan.key, kind.name(), variant.name());
+    let listed_suffix = if listed { ".listed" } else { "" };
+    let name = format!(
+        "{}.{}.{}{listed_suffix}",
+        plan.key,
+        kind.name(),
+        variant.name()
+    );
     let (id, text) = define_pass(
         &mut module,
         plan,
         kind,
         variant,
+        listed,
         &name,
         Linkage::Local,
         listing,

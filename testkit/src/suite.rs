@@ -7,6 +7,8 @@
 //! integers, every tensor C-contiguous.
 use scatterjit::ir::{DType, KernelKey, Meta, Op, OpKind, Reduction, Tensor};
 
+use scatterjit::TensorView;
+
 /// How a workload's indices are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IndexPattern {
@@ -18,6 +20,17 @@ pub enum IndexPattern {
     /// `uniform_rows`: one uniform value per position along the axis, repeated across
     /// all other dims (GNN message passing: `indices[e, f] = dst[e]`).
     UniformRows,
+}
+
+/// How a workload passes its indices (`index_layout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexLayout {
+    /// The materialized, C-contiguous array.
+    Dense,
+    /// `expanded`: the values along the axis (at 0 on every other dim) as a contiguous
+    /// vector, broadcast to the index shape with stride 0 on every other dim, as PyTorch
+    /// Geometric passes them (`index.view(-1, 1).expand_as(src)`).
+    Expanded,
 }
 
 /// One workload of the suite. Shapes are the suite's full sizes.
@@ -41,6 +54,8 @@ pub struct Workload {
     pub reduction: Reduction,
     /// How indices are drawn.
     pub pattern: IndexPattern,
+    /// How indices are passed.
+    pub layout: IndexLayout,
     /// The divisor of every large dim (see [`LARGE_DIM`]) that makes one run take well
     /// under 10 ms: the size the criterion benchmarks use.
     pub small_div: usize,
@@ -76,7 +91,16 @@ const fn scatter(
         axis,
         reduction,
         pattern,
+        layout: IndexLayout::Dense,
         small_div,
+    }
+}
+
+/// [`scatter`] with `index_layout: expanded`.
+const fn expanded(w: Workload) -> Workload {
+    Workload {
+        layout: IndexLayout::Expanded,
+        ..w
     }
 }
 
@@ -102,6 +126,7 @@ const fn gather(
         axis,
         reduction: Reduction::None,
         pattern,
+        layout: IndexLayout::Dense,
         small_div,
     }
 }
@@ -125,6 +150,9 @@ pub const WORKLOADS: &[Workload] = &[
     gather("gather_rows_embedding_f32",  Gather,         F32,  I64, &[50000, 256], &[200000],     0,   Uniform, 200),
     gather("gather_cols_f32",            Gather,         F32,  I64, &[4096, 4096], &[1024],       1,   Uniform, 8),
     gather("gather_elements_f32",        GatherElements, F32,  I64, &[2048, 4096], &[2048, 4096], 1,   Uniform, 16),
+    expanded(scatter("scatter_add_gnn_expanded_f32",  F32, I64, &[50000, 64], &[400000, 64], 0, R::Add,  UniformRows, 400)),
+    expanded(scatter("scatter_max_gnn_expanded_f32",  F32, I64, &[50000, 64], &[400000, 64], 0, R::Max,  UniformRows, 400)),
+    expanded(scatter("scatter_mean_gnn_expanded_f32", F32, I64, &[50000, 64], &[400000, 64], 0, R::Mean, UniformRows, 400)),
 ];
 
 /// A workload's op and inputs, ready to run.
@@ -138,9 +166,29 @@ pub struct Problem {
     pub indices: Tensor,
     /// Updates, shaped like indices (ScatterElements only).
     pub updates: Option<Tensor>,
+    /// For [`IndexLayout::Expanded`]: the axis and `indices` along it at 0 on every other
+    /// dim, which a stride-0 view broadcasts to `indices`' shape.
+    pub index_column: Option<(usize, Tensor)>,
 }
 
 impl Problem {
+    /// The indices as the workload passes them: the tensor, or its column broadcast with
+    /// stride 0 on every dim but the axis (`index_layout: expanded`).
+    pub fn index_view(&self) -> scatterjit::Result<TensorView<'_>> {
+        let Some((axis, column)) = &self.index_column else {
+            return Ok(TensorView::from(&self.indices));
+        };
+        let shape = self.indices.shape();
+        let strides: Vec<isize> = (0..shape.len()).map(|d| isize::from(d == *axis)).collect();
+        Ok(TensorView::new(
+            column.dtype(),
+            shape,
+            &strides,
+            0,
+            column.bytes(),
+        )?)
+    }
+
     /// The kernel that runs it.
     pub fn key(&self) -> KernelKey {
         self.op
@@ -217,11 +265,22 @@ impl Workload {
         let indices = random_indices(self, &data_shape, &index_shape, &mut rng);
         let updates = (self.op == OpKind::ScatterElements)
             .then(|| random_values(self.dtype, &index_shape, &mut rng));
+        let index_column = (self.layout == IndexLayout::Expanded).then(|| {
+            let size = self.index_dtype.size();
+            let step = index_shape[self.axis + 1..].iter().product::<usize>() * size;
+            let bytes: Vec<u8> = (0..index_shape[self.axis])
+                .flat_map(|e| indices.bytes()[e * step..e * step + size].to_vec())
+                .collect();
+            let column = Tensor::from_bytes(self.index_dtype, vec![index_shape[self.axis]], bytes)
+                .expect("one index per position along the axis");
+            (self.axis, column)
+        });
         Problem {
             op: self.op(),
             data,
             indices,
             updates,
+            index_column,
         }
     }
 }

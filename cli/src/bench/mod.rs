@@ -205,7 +205,7 @@ fn run_workload(
     step("checking against the reference interpreter");
     let expected = interp::run(&p.op, &p.data, &p.indices, p.updates.as_ref())?;
     let data = TensorView::from(&p.data);
-    let indices = TensorView::from(&p.indices);
+    let indices = p.index_view()?;
     let updates = p.updates.as_ref().map(TensorView::from);
     let mut outs: Vec<Tensor> = (0..3)
         .map(|_| Tensor::zeros(expected.dtype(), expected.shape().to_vec()))
