@@ -24,15 +24,16 @@ done
 shift $((OPTIND - 1))
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(npy_reader key_and_shapes differential)
+    targets=(npy_reader key_and_shapes differential capi)
 fi
 
 for target in "${targets[@]}"; do
     extra=()
-    if [ "$target" = differential ]; then
+    if [ "$target" = differential ] || [ "$target" = capi ]; then
         # Each new kernel key runs much of Cranelift, and the entropic schedule's
         # per-feature bookkeeping then costs more than the run (3x fewer executions).
-        # The kernel cache keeps every key met, so allow it more than the default 2 GB.
+        # The kernel caches keep every key met (capi has two: the C ABI's and the Rust
+        # API's), so allow them more than the default 2 GB.
         extra=(-entropic=0 -rss_limit_mb=4096)
     fi
     mkdir -p "found/$target"

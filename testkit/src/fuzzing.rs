@@ -111,7 +111,7 @@ fn axis_attr(c: &mut Choices) -> i64 {
 }
 
 /// A dimension: mostly 0 to 5, sometimes near the limits of `usize`.
-fn any_dim(c: &mut Choices) -> usize {
+pub(crate) fn any_dim(c: &mut Choices) -> usize {
     let b = c.byte();
     match b {
         0..=199 => usize::from(b % 6),
@@ -130,7 +130,7 @@ fn any_dim(c: &mut Choices) -> usize {
 }
 
 /// A stride: mostly small, either sign, sometimes extreme.
-fn any_stride(c: &mut Choices) -> isize {
+pub(crate) fn any_stride(c: &mut Choices) -> isize {
     let b = c.byte();
     match b {
         0..=191 => isize::from(b % 9) - 4,
@@ -626,7 +626,7 @@ fn small_dim(c: &mut Choices) -> usize {
 
 /// One element's bytes: floats favour specials (NaN, ±0, ±inf) and small integers;
 /// integers small values; a quarter of all elements take raw bytes from the input.
-fn element(c: &mut Choices, dtype: DType, out: &mut [u8]) {
+pub(crate) fn element(c: &mut Choices, dtype: DType, out: &mut [u8]) {
     const FLOATS: [f64; 16] = [
         0.0,
         1.0,
@@ -678,7 +678,7 @@ fn element(c: &mut Choices, dtype: DType, out: &mut [u8]) {
 /// One index element for an axis of size `s`: in range 31 times in 32 (`[-s, s)` for signed
 /// types, `[0, s)` for unsigned), else out of range (`s`, `-s - 1`, the type's extremes, or
 /// any value), stored wrapped into the type.
-fn index_element(c: &mut Choices, dtype: DType, s: usize, out: &mut [u8]) {
+pub(crate) fn index_element(c: &mut Choices, dtype: DType, s: usize, out: &mut [u8]) {
     if !dtype.is_integer() {
         return element(c, dtype, out);
     }
