@@ -458,6 +458,25 @@ fn differential_seeds() -> Vec<(String, Vec<u8>)> {
             seed.extend((0..256).map(|_| rng.next_u64() as u8));
             seeds.push((format!("{kind}-{dtype}"), seed));
         }
+        // Strings (the dtype after the others): every reduction for scatter.
+        let reductions = if kind == OpKind::ScatterElements {
+            Reduction::ALL
+        } else {
+            &[Reduction::None]
+        };
+        for (j, &reduction) in reductions.iter().enumerate() {
+            let rank = 1 + j % 2;
+            let mut seed = vec![k as u8, values.len() as u8, 8 * j as u8, (rank - 1) as u8];
+            if kind == OpKind::Gather {
+                seed.push(1);
+            }
+            seed.push(16 * (rank as u8)); // axis 0
+            seed.push(Reduction::ALL.iter().position(|&r| r == reduction).unwrap() as u8);
+            seed.push(1);
+            let mut rng = SplitMix64(500 + (k * 8 + j) as u64);
+            seed.extend((0..256).map(|_| rng.next_u64() as u8));
+            seeds.push((format!("{kind}-str-{reduction}"), seed));
+        }
     }
     seeds
 }
