@@ -514,5 +514,20 @@ fn capi_seeds() -> Vec<(String, Vec<u8>)> {
             seeds.push((format!("{kind}-{dtype}"), seed));
         }
     }
+    // A data descriptor whose reach overflows an i128 (it panicked in the C ABI): rank 3,
+    // dims isize::MAX, strides isize::MIN.
+    let kind = OpKind::ALL
+        .iter()
+        .position(|&k| k == OpKind::GatherElements)
+        .unwrap();
+    let f32_at = values.iter().position(|&d| d == DType::F32).unwrap();
+    let i64_at = ints.iter().position(|&d| d == DType::I64).unwrap();
+    let mut seed = vec![kind as u8, f32_at as u8, i64_at as u8, 2, 0, 0, 0, 0, 1, 1];
+    seed.extend([2; 10]); // dims of data, indices and updates
+    seed.extend([1, 1, 1, 1]); // not NULL, on the CPU, f32, rank 3
+    seed.extend([31, 1, 202].repeat(3)); // dims isize::MAX
+    seed.extend([1, 3, 193, 193, 193]); // a shape; strides isize::MIN
+    seed.extend([0, 1]); // byte offset 0, data not NULL
+    seeds.push(("reach-overflows-i128".into(), seed));
     seeds
 }
