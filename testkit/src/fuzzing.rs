@@ -853,11 +853,12 @@ fn strings(
 
 /// A small random problem on the JIT and the interpreter; see [`agree`].
 ///
-/// Layout: op, dtype (strings too: see [`strings`]), index dtype (an integer type 7 times
-/// in 8), rank (1 to 4; Gather's index rank 0 to 2), axis (out of range 1 time in 16), reduction, `use_init_val`; the
-/// dims (0 to 4; index dims off the axis bounded by data's 15 times in 16); updates' extra
-/// size per dim (PyTorch's larger `src`) and dtype (another 1 time in 256); the elements;
-/// then the layouts of data, indices and updates, of the output and of in-place data.
+/// Layout: op, dtype (strings too, on the public API only), index dtype (an integer type 7
+/// times in 8), rank (1 to 4; Gather's index rank 0 to 2), axis (out of range 1 time in
+/// 16), reduction, `use_init_val`; the dims (0 to 4; index dims off the axis bounded by
+/// data's 15 times in 16); updates' extra size per dim (PyTorch's larger `src`) and dtype
+/// (another 1 time in 256); the elements; then the layouts of data, indices and updates, of
+/// the output and of in-place data.
 pub fn differential(data: &[u8]) {
     let mut c = Choices::new(data);
     let c = &mut c;
