@@ -3,7 +3,9 @@
 //! dtype codes. `include/scatterjit_abi.h` declares the same types for C; a test checks
 //! that its offsets and constants agree with these.
 
-use scatterjit_ir::{DType, DTypeClass, OpKind, MAX_RANK};
+use scatterjit_ir::{DType, DTypeClass, Error as IrError, OpKind, MAX_RANK};
+
+use crate::error::Error;
 
 /// One operand: the fields and layout of DLPack's `DLTensor`, so a framework can pass its
 /// `DLTensor*` as is. Element `(i_0, ..)` is at byte
@@ -95,6 +97,30 @@ impl Status {
         Status::Internal,
         Status::Resource,
     ];
+
+    /// What the C ABI returns for a call that fails with `error`.
+    pub fn of(error: &Error) -> Status {
+        match error {
+            Error::Invalid(invalid) => match invalid {
+                IrError::IndexOutOfBounds { .. } => Status::IndexOutOfBounds,
+                IrError::UnknownDType { .. }
+                | IrError::IndexDType { .. }
+                | IrError::DTypeMismatch { .. }
+                | IrError::UnsupportedDType { .. }
+                | IrError::UnsupportedReduction { .. } => Status::DType,
+                IrError::Rank { .. } => Status::Rank,
+                IrError::Overlap { .. } => Status::Overlap,
+                IrError::InvalidKey { .. }
+                | IrError::UnknownReduction { .. }
+                | IrError::AxisOutOfRange { .. } => Status::Key,
+                // Dims, sizes and views; any kind of invalid operand added later too.
+                _ => Status::Shape,
+            },
+            Error::LimitExceeded { .. } | Error::OutOfMemory { .. } => Status::Resource,
+            // Target errors come from ahead-of-time compilation, which the C ABI does not offer.
+            Error::Codegen { .. } | Error::Target { .. } => Status::Internal,
+        }
+    }
 
     /// The name of its C constant (`SJ_OK`, `SJ_ERR_SHAPE`, ...).
     pub const fn c_name(self) -> &'static str {

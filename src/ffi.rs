@@ -30,27 +30,7 @@ struct Failure(Status, String);
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
-        let status = match &e {
-            Error::Invalid(invalid) => match invalid {
-                IrError::IndexOutOfBounds { .. } => Status::IndexOutOfBounds,
-                IrError::UnknownDType { .. }
-                | IrError::IndexDType { .. }
-                | IrError::DTypeMismatch { .. }
-                | IrError::UnsupportedDType { .. }
-                | IrError::UnsupportedReduction { .. } => Status::DType,
-                IrError::Rank { .. } => Status::Rank,
-                IrError::Overlap { .. } => Status::Overlap,
-                IrError::InvalidKey { .. }
-                | IrError::UnknownReduction { .. }
-                | IrError::AxisOutOfRange { .. } => Status::Key,
-                // Dims, sizes and views; any kind of invalid operand added later too.
-                _ => Status::Shape,
-            },
-            Error::LimitExceeded { .. } | Error::OutOfMemory { .. } => Status::Resource,
-            // Target errors come from ahead-of-time compilation, which the C ABI does not offer.
-            Error::Codegen { .. } | Error::Target { .. } => Status::Internal,
-        };
-        Failure(status, e.to_string())
+        Failure(Status::of(&e), e.to_string())
     }
 }
 
@@ -317,18 +297,23 @@ unsafe fn describe(
             format!("{name}.data is NULL but it has elements"),
         ));
     }
-    // Lowest and highest element offsets reached, as in `TensorView::new`.
+    // Lowest and highest element offsets reached, as in `TensorView::new`. Each term is
+    // under 2^126 in magnitude, but three of them overflow an i128.
     let (mut lo, mut hi) = (0i128, 0i128);
     for (&d, &s) in shape.iter().zip(&strides) {
         let reach = (d as i128 - 1) * s as i128;
-        if reach < 0 {
-            lo += reach;
-        } else {
-            hi += reach;
-        }
+        let sum = if reach < 0 { &mut lo } else { &mut hi };
+        *sum = sum.checked_add(reach).ok_or_else(too_far)?;
     }
-    let first = t.byte_offset as i128 + lo * size;
-    let len = (hi - lo + 1) * size;
+    let first = lo
+        .checked_mul(size)
+        .and_then(|lo| lo.checked_add(t.byte_offset as i128));
+    let len = hi
+        .checked_sub(lo)
+        .and_then(|span| span.checked_add(1)?.checked_mul(size));
+    let (Some(first), Some(len)) = (first, len) else {
+        return Err(too_far());
+    };
     if len > isize::MAX as i128 || first.abs() > isize::MAX as i128 {
         return Err(too_far());
     }
@@ -452,6 +437,63 @@ mod tests {
             message.starts_with("sj_test: internal error: boom"),
             "{message}"
         );
+    }
+
+    /// Dims and strides near 2^63 reach past any buffer, even where their sum overflows an
+    /// i128 (found by the `capi` fuzz target).
+    #[test]
+    fn reaches_past_the_address_space_are_refused() {
+        let cache = sj_cache_new();
+        let mut kernel = std::ptr::null_mut();
+        let key = CString::new("gather_elements.f32.i64.r3.a0").unwrap();
+        // SAFETY: a live cache, a C string, a writable pointer.
+        let status = unsafe { sj_kernel_get(cache, key.as_ptr(), &mut kernel) };
+        assert_eq!(status, Status::Ok as i32);
+        let mut bytes = [0u8; 64];
+        let shape = [i64::MAX; 3];
+        let one = [1i64; 3];
+        for strides in [[i64::MIN; 3], [i64::MAX; 3]] {
+            let huge = SjTensor {
+                data: bytes.as_mut_ptr(),
+                device_type: DEVICE_CPU,
+                device_id: 0,
+                ndim: 3,
+                dtype: cabi::dtype_code(DType::F32).unwrap(),
+                shape: shape.as_ptr(),
+                strides: strides.as_ptr(),
+                byte_offset: 0,
+            };
+            let small = SjTensor {
+                shape: one.as_ptr(),
+                strides: std::ptr::null(),
+                ..huge
+            };
+            let indices = SjTensor {
+                dtype: cabi::dtype_code(DType::I64).unwrap(),
+                ..small
+            };
+            let out = SjTensor {
+                data: bytes[32..].as_mut_ptr(),
+                ..small
+            };
+            let mut args = SjArgs {
+                data: &huge,
+                indices: &indices,
+                updates: std::ptr::null(),
+                out: &out,
+                bad_index: [0; MAX_RANK],
+            };
+            // SAFETY: a live kernel; the descriptors are refused before any memory is read.
+            let status = unsafe { sj_kernel_run(kernel, &mut args) };
+            // SAFETY: sj_last_error returns this thread's NUL-terminated message.
+            let message = unsafe { CStr::from_ptr(sj_last_error()) };
+            assert_eq!(status, Status::Shape as i32, "{strides:?}: {message:?}");
+        }
+        // SAFETY: each freed once.
+        unsafe {
+            sj_kernel_free(kernel);
+            sj_cache_free(cache);
+        }
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub use api::{explain, gather, gather_elements, run, scatter_, scatter_elements}
 pub use cache::{CacheStats, KernelCache};
 pub use error::{Buffer, Error, Result};
 pub use jit::Listing;
+#[doc(hidden)]
+pub use jit::{live_code, LiveCode};
 pub use kernel::{set_parallel_grain, Kernel};
 pub use scatterjit_ir as ir;
 pub use scatterjit_ir::{DType, KernelKey, Op, OpKind, Reduction, Tensor};

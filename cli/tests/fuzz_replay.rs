@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use scatterjit::ir::{DType, KernelKey, OpKind, Reduction, Tensor};
 use scatterjit_cli::{fuzz, npy};
-use scatterjit_testkit::fuzzing;
 use scatterjit_testkit::suite::SplitMix64;
+use scatterjit_testkit::{fuzz_capi, fuzzing};
 
 /// One fuzz target: its body, its generated seeds, and how many mutations the replay runs.
 struct Target {
@@ -39,6 +39,14 @@ const DIFFERENTIAL: Target = Target {
     name: "differential",
     body: fuzzing::differential,
     seeds: differential_seeds,
+    mutations: 300,
+};
+
+// Two compiles per new key (the C ABI's cache and the Rust one).
+const CAPI: Target = Target {
+    name: "capi",
+    body: fuzz_capi::capi,
+    seeds: capi_seeds,
     mutations: 300,
 };
 
@@ -140,11 +148,16 @@ fn differential() {
     replay(&DIFFERENTIAL);
 }
 
+#[test]
+fn capi() {
+    replay(&CAPI);
+}
+
 /// The corpus holds every generated seed, byte for byte (`BLESS=1` writes them).
 #[test]
 fn seed_corpus_is_current() {
     let bless = std::env::var_os("BLESS").is_some();
-    for target in [&NPY_READER, &KEY_AND_SHAPES, &DIFFERENTIAL] {
+    for target in [&NPY_READER, &KEY_AND_SHAPES, &DIFFERENTIAL, &CAPI] {
         let dir = corpus_dir(target.name);
         for (name, bytes) in (target.seeds)() {
             let path = dir.join(format!("seed-{name}"));
@@ -445,6 +458,76 @@ fn differential_seeds() -> Vec<(String, Vec<u8>)> {
             seed.extend((0..256).map(|_| rng.next_u64() as u8));
             seeds.push((format!("{kind}-{dtype}"), seed));
         }
+        // Strings (the dtype after the others): every reduction for scatter.
+        let reductions = if kind == OpKind::ScatterElements {
+            Reduction::ALL
+        } else {
+            &[Reduction::None]
+        };
+        for (j, &reduction) in reductions.iter().enumerate() {
+            let rank = 1 + j % 2;
+            let mut seed = vec![k as u8, values.len() as u8, 8 * j as u8, (rank - 1) as u8];
+            if kind == OpKind::Gather {
+                seed.push(1);
+            }
+            seed.push(16 * (rank as u8)); // axis 0
+            seed.push(Reduction::ALL.iter().position(|&r| r == reduction).unwrap() as u8);
+            seed.push(1);
+            let mut rng = SplitMix64(500 + (k * 8 + j) as u64);
+            seed.extend((0..256).map(|_| rng.next_u64() as u8));
+            seeds.push((format!("{kind}-str-{reduction}"), seed));
+        }
     }
+    seeds
+}
+
+/// A valid key's choices for `fuzz_capi::capi` (op, dtype, index dtype, rank, index rank,
+/// axis, reduction, init), then SplitMix64 bytes for the descriptors, buffers and values:
+/// each descriptor field is broken about 1 time in 32.
+fn capi_seeds() -> Vec<(String, Vec<u8>)> {
+    let values: Vec<DType> = DType::ALL
+        .iter()
+        .copied()
+        .filter(|&d| d != DType::String)
+        .collect();
+    let ints: Vec<DType> = DType::ALL
+        .iter()
+        .copied()
+        .filter(|d| d.is_integer())
+        .collect();
+    let mut seeds = Vec::new();
+    for (k, &kind) in OpKind::ALL.iter().enumerate() {
+        for (i, &dtype) in values.iter().enumerate() {
+            let n = k * values.len() + i;
+            let rank = 1 + n % 3;
+            let mut seed = vec![k as u8, i as u8, (n % ints.len()) as u8, (rank - 1) as u8];
+            seed.push((n % 3) as u8); // index rank (Gather only)
+            seed.push((n % rank) as u8); // axis
+            seed.push((n % Reduction::ALL.len()) as u8);
+            if kind == OpKind::ScatterElements {
+                seed.push(0xff); // init
+            }
+            seed.push(0); // the key text as printed
+            seed.extend([1, 1]); // the shared cache, a key
+            let mut rng = SplitMix64(1000 + n as u64);
+            seed.extend((0..512).map(|_| rng.next_u64() as u8));
+            seeds.push((format!("{kind}-{dtype}"), seed));
+        }
+    }
+    // A data descriptor whose reach overflows an i128 (it panicked in the C ABI): rank 3,
+    // dims isize::MAX, strides isize::MIN.
+    let kind = OpKind::ALL
+        .iter()
+        .position(|&k| k == OpKind::GatherElements)
+        .unwrap();
+    let f32_at = values.iter().position(|&d| d == DType::F32).unwrap();
+    let i64_at = ints.iter().position(|&d| d == DType::I64).unwrap();
+    let mut seed = vec![kind as u8, f32_at as u8, i64_at as u8, 2, 0, 0, 0, 0, 1, 1];
+    seed.extend([2; 10]); // dims of data, indices and updates
+    seed.extend([1, 1, 1, 1]); // not NULL, on the CPU, f32, rank 3
+    seed.extend([31, 1, 202].repeat(3)); // dims isize::MAX
+    seed.extend([1, 3, 193, 193, 193]); // a shape; strides isize::MIN
+    seed.extend([0, 1]); // byte offset 0, data not NULL
+    seeds.push(("reach-overflows-i128".into(), seed));
     seeds
 }

@@ -115,7 +115,7 @@ fn define_key(module: &mut ObjectModule, key: &KernelKey) -> Result<()> {
         let mut ids = Vec::new();
         for variant in Variant::ALL {
             let pass_name = format!("{name}__{}_{}", nest.pass.name(), variant.name());
-            let (id, _) = jit::define_pass(
+            let (id, _, _) = jit::define_pass(
                 module,
                 &plan,
                 nest.pass,
@@ -206,7 +206,7 @@ mod tests {
                 let plan = Plan::new(*key.as_ref().unwrap());
                 for nest in &plan.passes {
                     let name = format!("{}_{}", plan.key, nest.pass.name()).replace('.', "_");
-                    let (_, text) = jit::define_pass(
+                    let (_, _, text) = jit::define_pass(
                         &mut module,
                         &plan,
                         nest.pass,

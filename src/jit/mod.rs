@@ -1,6 +1,7 @@
 //! Cranelift module ownership: compiles a [`Plan`] into native passes. This is the one
 //! place that turns code addresses into function pointers.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use cranelift_codegen::ir::{types, AbiParam, Signature, UserFuncName};
@@ -35,12 +36,34 @@ pub struct Listing {
     pub asm: String,
 }
 
+/// JIT code alive in the process, every cache's kernels together: a soak test counts it to
+/// show that evicted kernels free their code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveCode {
+    /// JIT modules not yet freed (one per compiled pass variant).
+    pub modules: usize,
+    /// Bytes of machine code in them (their mappings are page-sized or larger).
+    pub code_bytes: usize,
+}
+
+static LIVE_MODULES: AtomicUsize = AtomicUsize::new(0);
+static LIVE_CODE_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// The JIT code alive now.
+pub fn live_code() -> LiveCode {
+    LiveCode {
+        modules: LIVE_MODULES.load(Ordering::Relaxed),
+        code_bytes: LIVE_CODE_BYTES.load(Ordering::Relaxed),
+    }
+}
+
 /// The machine code of one pass variant: its own JIT module, freed when this is dropped.
 pub(crate) struct Code {
     // JITModule is Send but not Sync; the mutex makes `Code` shareable. It is only
     // touched again on drop.
     module: Mutex<Option<JITModule>>,
     entry: PassFn,
+    code_bytes: usize,
 }
 
 impl Code {
@@ -61,6 +84,8 @@ impl Drop for Code {
             // SAFETY: `Code` is owned by one `Kernel`, which lives in an `Arc`; it is dropped
             // only when the last handle is gone, so no pass is running or can be called.
             unsafe { module.free_memory() };
+            LIVE_MODULES.fetch_sub(1, Ordering::Relaxed);
+            LIVE_CODE_BYTES.fetch_sub(self.code_bytes, Ordering::Relaxed);
         }
     }
 }
@@ -138,8 +163,8 @@ pub(crate) fn pass_signature<M: Module>(module: &M) -> Signature {
 /// Declares pass `kind` of `plan` in `variant` as function `name` of `module` and defines it
 /// with the one lowering ([`codegen::build_pass`]): the path from a loop nest to machine
 /// code, for the JIT and object files alike. `listed`: the outermost loop walks a row list
-/// (see `crate::engine`). With `listing`, also returns its CLIF before and after
-/// optimization and its disassembly.
+/// (see `crate::engine`). Returns the function's id and machine code size; with `listing`,
+/// also its CLIF before and after optimization and its disassembly.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn define_pass<M: Module>(
     module: &mut M,
@@ -150,7 +175,7 @@ pub(crate) fn define_pass<M: Module>(
     name: &str,
     linkage: Linkage,
     listing: bool,
-) -> Result<(FuncId, Option<Listing>)> {
+) -> Result<(FuncId, usize, Option<Listing>)> {
     let key = plan.key;
     let codegen_error = |message: String, clif: String| Error::Codegen {
         key: name.to_string(),
@@ -201,8 +226,9 @@ pub(crate) fn define_pass<M: Module>(
             .and_then(|c| c.vcode.clone())
             .unwrap_or_default(),
     });
+    let code_bytes = ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
     module.clear_context(&mut ctx);
-    Ok((id, text))
+    Ok((id, code_bytes, text))
 }
 
 /// Compiles pass `kind` of `plan` in `variant` (its outermost loop `listed` or not) into a
@@ -223,7 +249,7 @@ pub(crate) fn compile(
         kind.name(),
         variant.name()
     );
-    let (id, text) = define_pass(
+    let (id, code_bytes, text) = define_pass(
         &mut module,
         plan,
         kind,
@@ -243,10 +269,13 @@ pub(crate) fn compile(
     // signature (ptr, ptr) -> i64 in the host's default calling convention, which is
     // `extern "C"`; the code lives as long as `module`, which `Code` owns.
     let entry = unsafe { std::mem::transmute::<*const u8, PassFn>(address) };
+    LIVE_MODULES.fetch_add(1, Ordering::Relaxed);
+    LIVE_CODE_BYTES.fetch_add(code_bytes, Ordering::Relaxed);
     Ok((
         Code {
             module: Mutex::new(Some(module)),
             entry,
+            code_bytes,
         },
         text,
     ))

@@ -111,7 +111,7 @@ fn axis_attr(c: &mut Choices) -> i64 {
 }
 
 /// A dimension: mostly 0 to 5, sometimes near the limits of `usize`.
-fn any_dim(c: &mut Choices) -> usize {
+pub(crate) fn any_dim(c: &mut Choices) -> usize {
     let b = c.byte();
     match b {
         0..=199 => usize::from(b % 6),
@@ -130,7 +130,7 @@ fn any_dim(c: &mut Choices) -> usize {
 }
 
 /// A stride: mostly small, either sign, sometimes extreme.
-fn any_stride(c: &mut Choices) -> isize {
+pub(crate) fn any_stride(c: &mut Choices) -> isize {
     let b = c.byte();
     match b {
         0..=191 => isize::from(b % 9) - 4,
@@ -626,7 +626,7 @@ fn small_dim(c: &mut Choices) -> usize {
 
 /// One element's bytes: floats favour specials (NaN, ±0, ±inf) and small integers;
 /// integers small values; a quarter of all elements take raw bytes from the input.
-fn element(c: &mut Choices, dtype: DType, out: &mut [u8]) {
+pub(crate) fn element(c: &mut Choices, dtype: DType, out: &mut [u8]) {
     const FLOATS: [f64; 16] = [
         0.0,
         1.0,
@@ -678,7 +678,7 @@ fn element(c: &mut Choices, dtype: DType, out: &mut [u8]) {
 /// One index element for an axis of size `s`: in range 31 times in 32 (`[-s, s)` for signed
 /// types, `[0, s)` for unsigned), else out of range (`s`, `-s - 1`, the type's extremes, or
 /// any value), stored wrapped into the type.
-fn index_element(c: &mut Choices, dtype: DType, s: usize, out: &mut [u8]) {
+pub(crate) fn index_element(c: &mut Choices, dtype: DType, s: usize, out: &mut [u8]) {
     if !dtype.is_integer() {
         return element(c, dtype, out);
     }
@@ -780,19 +780,92 @@ fn lay_out(c: &mut Choices, t: &Tensor, writable: bool) -> Strided {
     Strided::place(t, strides, offset, len)
 }
 
+/// One string: empty, short, multi-byte, with a NUL, long, or raw input bytes.
+fn string(c: &mut Choices) -> String {
+    match c.byte() % 8 {
+        0 => String::new(),
+        1 => "a".into(),
+        2 => "zé".into(),
+        3 => "日本".into(),
+        4 => "\0x".into(),
+        5 => "long ".repeat(1 + c.below(40)),
+        _ => {
+            let n = c.below(12);
+            String::from_utf8_lossy(c.take(n)).into_owned()
+        }
+    }
+}
+
+/// A string problem: the public API (which runs strings through the kernels of their
+/// handles) against the interpreter, on one thread and on three: gathers and scatter with
+/// `none` agree on the result or the error, every other reduction is refused alike, and the
+/// kernel API refuses string keys.
+fn strings(
+    c: &mut Choices,
+    op: &Op,
+    data_shape: &[usize],
+    index_shape: &[usize],
+    updates_shape: &[usize],
+    index_dtype: DType,
+    s: usize,
+) {
+    let texts = |c: &mut Choices, shape: &[usize]| {
+        let n = checked_numel(shape).expect("small shapes");
+        Tensor::from_strings(shape, (0..n).map(|_| string(c)).collect::<Vec<_>>())
+            .expect("one string per element")
+    };
+    let data = texts(c, data_shape);
+    let indices = tensor(c, index_dtype, index_shape, |c, out| {
+        index_element(c, index_dtype, s, out)
+    });
+    let updates = (op.kind() == OpKind::ScatterElements).then(|| texts(c, updates_shape));
+    let expected = interp::run(op, &data, &indices, updates.as_ref());
+    for pool in pools() {
+        let got = pool.install(|| scatterjit::run(op, &data, &indices, updates.as_ref()));
+        match (&expected, &got) {
+            (Ok(want), Ok(got)) => {
+                assert_eq!(want.shape(), got.shape(), "{op:?} on strings: shape");
+                assert_eq!(
+                    want.strings().expect("a string result"),
+                    got.strings().expect("a string result"),
+                    "{op:?} on strings"
+                );
+            }
+            (Err(want), Err(got)) => assert_eq!(Some(want), got.as_invalid(), "{op:?} on strings"),
+            _ => panic!("{op:?} on strings: interpreter {expected:?}, JIT {got:?}"),
+        }
+    }
+    if let Ok(v) = op.validate(
+        data.meta(),
+        indices.meta(),
+        updates.as_ref().map(Tensor::meta),
+    ) {
+        assert!(
+            matches!(
+                KernelCache::global().get(&v.key),
+                Err(Error::Invalid(IrError::UnsupportedDType { .. }))
+            ),
+            "{}: kernels move bytes, strings have none",
+            v.key
+        );
+    }
+}
+
 /// A small random problem on the JIT and the interpreter; see [`agree`].
 ///
-/// Layout: op, dtype, index dtype (an integer type 7 times in 8), rank (1 to 4; Gather's
-/// index rank 0 to 2), axis (out of range 1 time in 16), reduction, `use_init_val`; the
-/// dims (0 to 4; index dims off the axis bounded by data's 15 times in 16); updates' extra
-/// size per dim (PyTorch's larger `src`) and dtype (another 1 time in 256); the elements;
-/// then the layouts of data, indices and updates, of the output and of in-place data.
+/// Layout: op, dtype (strings too, on the public API only), index dtype (an integer type 7
+/// times in 8), rank (1 to 4; Gather's index rank 0 to 2), axis (out of range 1 time in
+/// 16), reduction, `use_init_val`; the dims (0 to 4; index dims off the axis bounded by
+/// data's 15 times in 16); updates' extra size per dim (PyTorch's larger `src`) and dtype
+/// (another 1 time in 256); the elements; then the layouts of data, indices and updates, of
+/// the output and of in-place data.
 pub fn differential(data: &[u8]) {
     let mut c = Choices::new(data);
     let c = &mut c;
     let kind = c.pick(OpKind::ALL);
     let values: Vec<DType> = value_dtypes().collect();
-    let dtype = c.pick(&values);
+    // Strings last, so that seeds of the other dtypes keep their meaning.
+    let dtype = c.pick(&[&values[..], &[DType::String]].concat());
     let b = c.byte();
     let index_dtype = if b % 8 != 7 {
         let ints: Vec<DType> = value_dtypes().filter(|d| d.is_integer()).collect();
@@ -840,6 +913,17 @@ pub fn differential(data: &[u8]) {
     };
     let s = normalize_axis(kind, axis, rank).map_or(0, |a| data_shape[a]);
 
+    if dtype == DType::String {
+        return strings(
+            c,
+            &op,
+            &data_shape,
+            &index_shape,
+            &updates_shape,
+            index_dtype,
+            s,
+        );
+    }
     let data_t = tensor(c, dtype, &data_shape, |c, out| element(c, dtype, out));
     let indices_t = tensor(c, index_dtype, &index_shape, |c, out| {
         index_element(c, index_dtype, s, out)

@@ -4,5 +4,7 @@
 //!
 //! Not a stable API: it changes whenever the suite or the targets do.
 #[doc(hidden)]
+pub mod fuzz_capi;
+#[doc(hidden)]
 pub mod fuzzing;
 pub mod suite;
