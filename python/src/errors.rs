@@ -21,7 +21,8 @@ pub(crate) fn to_py(e: Error) -> PyErr {
         ) => PyTypeError::new_err(message),
         Error::Invalid(_) | Error::LimitExceeded { .. } => PyValueError::new_err(message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
-        Error::Codegen { .. } | Error::Bench(_) => PyRuntimeError::new_err(message),
+        // Target errors come from ahead-of-time compilation, which the package does not offer.
+        Error::Codegen { .. } | Error::Target { .. } => PyRuntimeError::new_err(message),
     }
 }
 

@@ -97,6 +97,23 @@ fn scatter_in_place(
     .py_err()
 }
 
+/// A gather op on Python objects: string arrays through the string path, anything else as
+/// raw operands.
+fn run_gather<'py>(
+    py: Python<'py>,
+    op: Op,
+    data: &Bound<'py, PyAny>,
+    indices: &Bound<'py, PyAny>,
+    out: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if strings::is_text(data) {
+        return strings::run(py, op, data, indices, None, out);
+    }
+    let data = Operand::new(data, "data", Access::Read)?;
+    let indices = Operand::new(indices, "indices", Access::Read)?;
+    run_op(py, op, &data, &indices, None, out)
+}
+
 /// Validates `op` on the operands and runs it out of place with the cached kernel.
 fn run_op<'py>(
     py: Python<'py>,
@@ -182,13 +199,7 @@ fn gather_elements<'py>(
     axis: i64,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::GatherElements { axis };
-    if strings::is_text(data) {
-        return strings::run(py, op, data, indices, None, out);
-    }
-    let data = Operand::new(data, "data", Access::Read)?;
-    let indices = Operand::new(indices, "indices", Access::Read)?;
-    run_op(py, op, &data, &indices, None, out)
+    run_gather(py, Op::GatherElements { axis }, data, indices, out)
 }
 
 /// ONNX Gather: ``out[a, i, b] = data[a, indices[i], b]`` (numpy's ``take``), with
@@ -211,13 +222,7 @@ fn gather<'py>(
     axis: i64,
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let op = Op::Gather { axis };
-    if strings::is_text(data) {
-        return strings::run(py, op, data, indices, None, out);
-    }
-    let data = Operand::new(data, "data", Access::Read)?;
-    let indices = Operand::new(indices, "indices", Access::Read)?;
-    run_op(py, op, &data, &indices, None, out)
+    run_gather(py, Op::Gather { axis }, data, indices, out)
 }
 
 /// `src` as the updates of an in-place scatter into `dtype`: a scalar broadcast to the
