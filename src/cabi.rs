@@ -76,7 +76,8 @@ pub enum Status {
     Overlap = 7,
     /// The kernel key does not parse or names an unsupported kernel.
     Key = 8,
-    /// A bug in scatterjit (a compiler rejection or a caught panic).
+    /// A bug in scatterjit (a compiler rejection or a caught panic), or a host Cranelift
+    /// cannot generate code for.
     Internal = 9,
     /// (C ABI) A buffer the call needs is over its size limit, or memory ran out.
     Resource = 10,
@@ -117,7 +118,7 @@ impl Status {
                 _ => Status::Shape,
             },
             Error::LimitExceeded { .. } | Error::OutOfMemory { .. } => Status::Resource,
-            // Target errors come from ahead-of-time compilation, which the C ABI does not offer.
+            // A host Cranelift cannot target; the C ABI offers no ahead-of-time targets.
             Error::Codegen { .. } | Error::Target { .. } => Status::Internal,
         }
     }
