@@ -109,7 +109,10 @@ impl Status {
                 | IrError::DTypeMismatch { .. }
                 | IrError::UnsupportedDType { .. }
                 | IrError::UnsupportedReduction { .. } => Status::DType,
-                IrError::Rank { .. } => Status::Rank,
+                // A missing or unexpected updates tensor is one of the wrong rank to C.
+                IrError::Rank { .. }
+                | IrError::MissingUpdates { .. }
+                | IrError::UnexpectedUpdates { .. } => Status::Rank,
                 IrError::Overlap { .. } => Status::Overlap,
                 IrError::InvalidKey { .. }
                 | IrError::UnknownReduction { .. }

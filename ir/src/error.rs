@@ -38,6 +38,18 @@ pub enum Error {
         /// What the op expects, in words (`"the rank of data (2)"`, `"at least 1"`).
         expected: String,
     },
+    /// ScatterElements called without an updates tensor.
+    MissingUpdates {
+        /// The op.
+        op: OpKind,
+    },
+    /// A gather op called with an updates tensor, which it does not take.
+    UnexpectedUpdates {
+        /// The op.
+        op: OpKind,
+        /// The rank of the updates given.
+        rank: usize,
+    },
     /// An axis outside `[-rank, rank)`.
     AxisOutOfRange {
         /// The op.
@@ -184,6 +196,11 @@ impl fmt::Display for Error {
                 rank,
                 expected,
             } => write!(f, "{op}: {tensor} has rank {rank}, expected {expected}"),
+            Error::MissingUpdates { op } => write!(f, "{op}: an updates tensor is required"),
+            Error::UnexpectedUpdates { op, rank } => write!(
+                f,
+                "{op}: takes no updates tensor, but one of rank {rank} was given"
+            ),
             Error::AxisOutOfRange { op, axis, rank } => write!(
                 f,
                 "{op}: axis {axis} is out of range for rank {rank} (expected {} to {})",

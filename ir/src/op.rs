@@ -138,17 +138,7 @@ impl Op {
         check_size(op, TensorRole::Indices, indices)?;
         let out_shape = match op {
             OpKind::ScatterElements => {
-                let updates = match updates {
-                    Some(u) => u,
-                    None => {
-                        return Err(Error::Rank {
-                            op,
-                            tensor: TensorRole::Updates,
-                            rank: 0,
-                            expected: "an updates tensor".into(),
-                        })
-                    }
-                };
+                let updates = updates.ok_or(Error::MissingUpdates { op })?;
                 if updates.dtype != data.dtype {
                     return Err(Error::DTypeMismatch {
                         op,
@@ -188,12 +178,10 @@ impl Op {
                 out
             }
         };
-        if op != OpKind::ScatterElements && updates.is_some() {
-            return Err(Error::Rank {
+        if let (false, Some(updates)) = (op == OpKind::ScatterElements, updates) {
+            return Err(Error::UnexpectedUpdates {
                 op,
-                tensor: TensorRole::Updates,
-                rank: updates.map_or(0, |u| u.shape.len()),
-                expected: "no updates tensor".into(),
+                rank: updates.shape.len(),
             });
         }
         check_size(op, TensorRole::Output, Meta::new(data.dtype, &out_shape))?;

@@ -9,7 +9,6 @@ use super::columns::{Column, Src, COLUMNS};
 use super::inputs::{
     f32s, filled, get_kernel, ix, key_for, sentinel, zero_indices, Layout, Strided,
 };
-use super::shapes::rank_error;
 use super::sizes::cli_bad_file;
 use super::{custom, row, run_matrix, Row};
 
@@ -138,12 +137,9 @@ fn mismatch_cases() -> Vec<Row> {
             scatter_key,
             (f32s(&[3, 5]), good(), None),
             &[3, 5],
-            Error::Invalid(rank_error(
-                OpKind::ScatterElements,
-                TensorRole::Updates,
-                0,
-                "an updates tensor",
-            )),
+            Error::Invalid(IrError::MissingUpdates {
+                op: OpKind::ScatterElements,
+            }),
         ),
         mismatch(
             "f32 gather_elements kernel, u8 data",
@@ -167,12 +163,10 @@ fn mismatch_cases() -> Vec<Row> {
             gather_key,
             (f32s(&[3, 5]), ix(&[4], &[0i64; 4]), Some(f32s(&[4]))),
             &[3, 4],
-            Error::Invalid(rank_error(
-                OpKind::Gather,
-                TensorRole::Updates,
-                1,
-                "no updates tensor",
-            )),
+            Error::Invalid(IrError::UnexpectedUpdates {
+                op: OpKind::Gather,
+                rank: 1,
+            }),
         ),
         custom("gather kernels in place", move |c| {
             for key in [gather_key, ge_key] {

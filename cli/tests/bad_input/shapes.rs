@@ -84,7 +84,9 @@ fn rank_cases() -> Vec<Row> {
             (F32, &[3, 5]),
             (I64, &[2, 4]),
             None,
-            rank_error(ScatterElements, Updates, 0, "an updates tensor"),
+            IrError::MissingUpdates {
+                op: ScatterElements,
+            },
         ),
         invalid(
             "gather_elements: indices rank 1 < data rank 2",
@@ -116,7 +118,10 @@ fn rank_cases() -> Vec<Row> {
             (F32, &[3, 5]),
             (I64, &[2, 4]),
             Some((F32, &[2, 4])),
-            rank_error(GatherElements, Updates, 2, "no updates tensor"),
+            IrError::UnexpectedUpdates {
+                op: GatherElements,
+                rank: 2,
+            },
         ),
         invalid(
             "gather: updates given",
@@ -124,7 +129,10 @@ fn rank_cases() -> Vec<Row> {
             (F32, &[3, 5]),
             (I64, &[2, 4]),
             Some((F32, &[2, 4])),
-            rank_error(Gather, Updates, 2, "no updates tensor"),
+            IrError::UnexpectedUpdates {
+                op: Gather,
+                rank: 2,
+            },
         ),
         invalid(
             format!("gather: indices rank {}", max + 1),
@@ -421,7 +429,10 @@ fn matrix_ranks_that_differ() {
                 cases.push((
                     "updates given".into(),
                     p.src(src)
-                        .fails(column_rank_error(column, Updates, 2, "no updates tensor"))
+                        .fails(IrError::UnexpectedUpdates {
+                            op: column.kind(),
+                            rank: 2,
+                        })
                         .cli(CliForm::Usage("unexpected argument")),
                 ));
             } else {
@@ -452,7 +463,7 @@ fn matrix_ranks_that_differ() {
                         "no updates".into(),
                         problem(1, &[3, 5], &[2, 4])
                             .src(None)
-                            .fails(column_rank_error(column, Updates, 0, "an updates tensor"))
+                            .fails(IrError::MissingUpdates { op: column.kind() })
                             .cli(CliForm::Usage("required")),
                     ));
                 }
@@ -463,7 +474,10 @@ fn matrix_ranks_that_differ() {
                 cases.push((
                     "updates given".into(),
                     p.src(src)
-                        .fails(column_rank_error(column, Updates, 2, "no updates tensor"))
+                        .fails(IrError::UnexpectedUpdates {
+                            op: column.kind(),
+                            rank: 2,
+                        })
                         .cli(CliForm::Usage("unexpected argument")),
                 ));
             }

@@ -20,7 +20,7 @@ use half::{bf16, f16};
 use crate::dtype::DType;
 use crate::element::{Complex128, Complex64, Element};
 use crate::error::{Error, Result};
-use crate::kind::{OpKind, TensorRole};
+use crate::kind::OpKind;
 use crate::op::{Op, Validated};
 use crate::reduction::Reduction;
 use crate::tensor::{unravel, Tensor};
@@ -163,11 +163,8 @@ fn run_strings(inputs: &Inputs<'_>) -> Result<Tensor> {
 
 /// The updates tensor of a ScatterElements (validation requires it).
 fn updates_of<'a>(inputs: &Inputs<'a>) -> Result<&'a Tensor> {
-    inputs.updates.ok_or(Error::Rank {
+    inputs.updates.ok_or(Error::MissingUpdates {
         op: inputs.validated.key.kind(),
-        tensor: TensorRole::Updates,
-        rank: 0,
-        expected: "an updates tensor".into(),
     })
 }
 
@@ -573,7 +570,24 @@ mod tests {
         let data = t(&[3], &[1.0f32, 2.0, 3.0]);
         let indices = t(&[1], &[99i64]);
         let e = run(&scatter(0, Reduction::Add, true), &data, &indices, None).unwrap_err();
-        assert!(matches!(e, Error::Rank { .. }), "{e}");
+        assert_eq!(
+            e,
+            Error::MissingUpdates {
+                op: OpKind::ScatterElements
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "scatter_elements: an updates tensor is required"
+        );
+        let e = run(&Op::Gather { axis: 0 }, &data, &indices, Some(&data)).unwrap_err();
+        assert_eq!(
+            e,
+            Error::UnexpectedUpdates {
+                op: OpKind::Gather,
+                rank: 1
+            }
+        );
         let e = run(&Op::Gather { axis: 1 }, &data, &indices, None).unwrap_err();
         assert!(matches!(e, Error::AxisOutOfRange { .. }), "{e}");
         let wrong = t(&[1], &[1.0f64]);
