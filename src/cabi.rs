@@ -3,7 +3,7 @@
 //! dtype codes. `include/scatterjit_abi.h` declares the same types for C; a test checks
 //! that its offsets and constants agree with these.
 
-use scatterjit_ir::{DType, DTypeClass, Error as IrError, OpKind, MAX_RANK};
+use scatterjit_ir::{DType, DTypeClass, Error as IrError, Mismatch, OpKind, MAX_RANK};
 
 use crate::error::Error;
 
@@ -104,6 +104,10 @@ impl Status {
         match error {
             Error::Invalid(invalid) => match invalid {
                 IrError::IndexOutOfBounds { .. } => Status::IndexOutOfBounds,
+                IrError::KernelMismatch { mismatch, .. } => match mismatch {
+                    Mismatch::DType { .. } => Status::DType,
+                    Mismatch::Rank { .. } => Status::Rank,
+                },
                 IrError::UnknownDType { .. }
                 | IrError::IndexDType { .. }
                 | IrError::DTypeMismatch { .. }
@@ -115,6 +119,7 @@ impl Status {
                 | IrError::UnexpectedUpdates { .. } => Status::Rank,
                 IrError::Overlap { .. } => Status::Overlap,
                 IrError::InvalidKey { .. }
+                | IrError::InPlaceUnsupported { .. }
                 | IrError::UnknownReduction { .. }
                 | IrError::AxisOutOfRange { .. } => Status::Key,
                 // Dims, sizes and views; any kind of invalid operand added later too.

@@ -94,6 +94,24 @@ pub enum Error {
         /// Its dtype.
         actual: DType,
     },
+    /// Operands the op accepts, given to a kernel compiled for other dtypes or ranks.
+    KernelMismatch {
+        /// The op.
+        op: OpKind,
+        /// The kernel's key, printed.
+        kernel: String,
+        /// The first operand (data, then indices) whose dtype or rank is not the kernel's.
+        tensor: TensorRole,
+        /// What differs.
+        mismatch: Mismatch,
+        /// The key of the kernel the operands need, printed.
+        needed: String,
+    },
+    /// An in-place call to a kernel of an op other than ScatterElements.
+    InPlaceUnsupported {
+        /// The kernel's op.
+        op: OpKind,
+    },
     /// A reduction the dtype does not support (SPEC: "Reductions").
     UnsupportedReduction {
         /// The op.
@@ -232,6 +250,20 @@ impl fmt::Display for Error {
                 f,
                 "{op}: {tensor} has dtype {actual}, expected data's dtype {expected}"
             ),
+            Error::KernelMismatch {
+                op,
+                kernel,
+                tensor,
+                mismatch,
+                needed,
+            } => write!(
+                f,
+                "{op}: kernel {kernel} takes {tensor} of {mismatch}; the operands need kernel {needed}"
+            ),
+            Error::InPlaceUnsupported { op } => write!(
+                f,
+                "{op}: runs out of place only; in-place calls need a scatter_elements kernel"
+            ),
             Error::UnsupportedReduction {
                 op,
                 reduction,
@@ -289,6 +321,35 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// How an operand differs from what a kernel was compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mismatch {
+    /// Another dtype.
+    DType {
+        /// The kernel's.
+        expected: DType,
+        /// The operand's.
+        actual: DType,
+    },
+    /// Another rank.
+    Rank {
+        /// The kernel's.
+        expected: usize,
+        /// The operand's.
+        actual: usize,
+    },
+}
+
+/// `dtype f32, got i32` / `rank 2, got rank 3`.
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mismatch::DType { expected, actual } => write!(f, "dtype {expected}, got {actual}"),
+            Mismatch::Rank { expected, actual } => write!(f, "rank {expected}, got rank {actual}"),
+        }
+    }
+}
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -21,7 +21,7 @@ pub mod tensor;
 
 pub use dtype::{DType, DTypeClass};
 pub use element::{Complex128, Complex64, Element};
-pub use error::{Error, Result};
+pub use error::{Error, Mismatch, Result};
 pub use key::{normalize_axis, KernelKey};
 pub use kind::{OpKind, TensorRole, MAX_RANK};
 pub use loopnest::{

@@ -1,7 +1,7 @@
 //! The ops, their attributes, and shape validation / inference.
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{Error, Mismatch, Result};
 use crate::key::KernelKey;
 use crate::kind::{OpKind, TensorRole, MAX_RANK};
 use crate::reduction::Reduction;
@@ -275,6 +275,52 @@ impl KernelKey {
             self.use_init_val(),
         )
     }
+
+    /// Validates operands for the kernel of this key: [`Op::validate`] of [`Self::op`], then
+    /// [`Error::KernelMismatch`] unless they have the dtypes and ranks the key fixes.
+    ///
+    /// ```
+    /// use scatterjit_ir::{DType, Error, KernelKey, Meta, Mismatch, TensorRole};
+    /// let key = KernelKey::gather_elements(DType::F32, DType::I64, 1, 0)?;
+    /// let data = Meta::new(DType::F64, &[3]);
+    /// let e = key.validate(data, Meta::new(DType::I64, &[2]), None).unwrap_err();
+    /// let Error::KernelMismatch { tensor, mismatch, .. } = &e else { panic!("{e}") };
+    /// assert_eq!(*tensor, TensorRole::Data);
+    /// assert_eq!(*mismatch, Mismatch::DType { expected: DType::F32, actual: DType::F64 });
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn validate(
+        &self,
+        data: Meta<'_>,
+        indices: Meta<'_>,
+        updates: Option<Meta<'_>>,
+    ) -> Result<Validated> {
+        let v = self.op().validate(data, indices, updates)?;
+        if v.key == *self {
+            return Ok(v);
+        }
+        // The op fixes kind, axis and reduction: only dtypes and ranks can differ.
+        let (tensor, mismatch) = if v.key.dtype() != self.dtype() {
+            let (expected, actual) = (self.dtype(), v.key.dtype());
+            (TensorRole::Data, Mismatch::DType { expected, actual })
+        } else if v.key.rank() != self.rank() {
+            let (expected, actual) = (self.rank(), v.key.rank());
+            (TensorRole::Data, Mismatch::Rank { expected, actual })
+        } else if v.key.index_dtype() != self.index_dtype() {
+            let (expected, actual) = (self.index_dtype(), v.key.index_dtype());
+            (TensorRole::Indices, Mismatch::DType { expected, actual })
+        } else {
+            let (expected, actual) = (self.index_rank(), v.key.index_rank());
+            (TensorRole::Indices, Mismatch::Rank { expected, actual })
+        };
+        Err(Error::KernelMismatch {
+            op: self.kind(),
+            kernel: self.to_string(),
+            tensor,
+            mismatch,
+            needed: v.key.to_string(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -380,6 +426,72 @@ mod tests {
             )
             .unwrap_err();
         assert!(matches!(e, Error::IndexDType { .. }), "{e}");
+    }
+
+    #[test]
+    fn kernels_name_the_operand_they_do_not_take() {
+        let key = KernelKey::gather(DType::F32, DType::I64, 2, 1, 1).unwrap();
+        let f32s = |shape| Meta::new(DType::F32, shape);
+        let i64s = |shape| Meta::new(DType::I64, shape);
+        assert!(key.validate(f32s(&[3, 5]), i64s(&[4]), None).is_ok());
+        let cases = [
+            (
+                key.validate(Meta::new(DType::U8, &[3, 5]), i64s(&[4]), None),
+                TensorRole::Data,
+                Mismatch::DType {
+                    expected: DType::F32,
+                    actual: DType::U8,
+                },
+            ),
+            (
+                key.validate(f32s(&[3, 5, 2]), i64s(&[4]), None),
+                TensorRole::Data,
+                Mismatch::Rank {
+                    expected: 2,
+                    actual: 3,
+                },
+            ),
+            (
+                key.validate(f32s(&[3, 5]), Meta::new(DType::I32, &[4]), None),
+                TensorRole::Indices,
+                Mismatch::DType {
+                    expected: DType::I64,
+                    actual: DType::I32,
+                },
+            ),
+            (
+                key.validate(f32s(&[3, 5]), i64s(&[2, 4]), None),
+                TensorRole::Indices,
+                Mismatch::Rank {
+                    expected: 1,
+                    actual: 2,
+                },
+            ),
+        ];
+        for (got, tensor, mismatch) in cases {
+            let Err(Error::KernelMismatch {
+                op: OpKind::Gather,
+                kernel,
+                tensor: t,
+                mismatch: m,
+                ..
+            }) = &got
+            else {
+                panic!("{got:?}");
+            };
+            assert_eq!(
+                (kernel.as_str(), *t, *m),
+                ("gather.f32.i64.r2.q1.a1", tensor, mismatch)
+            );
+        }
+        let e = key
+            .validate(f32s(&[3, 5]), i64s(&[2, 4]), None)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "gather: kernel gather.f32.i64.r2.q1.a1 takes indices of rank 1, got rank 2; \
+             the operands need kernel gather.f32.i64.r2.q2.a1"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use pyo3::exceptions::{PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::PyErr;
-use scatterjit::ir::Error as Invalid;
+use scatterjit::ir::{Error as Invalid, Mismatch};
 use scatterjit::Error;
 
 /// `IndexError` for an out-of-bounds index, `TypeError` for a dtype the op does not take,
@@ -18,7 +18,11 @@ pub(crate) fn to_py(e: Error) -> PyErr {
             | Invalid::DTypeMismatch { .. }
             | Invalid::UnknownDType { .. }
             | Invalid::UnsupportedDType { .. }
-            | Invalid::UnsupportedReduction { .. },
+            | Invalid::UnsupportedReduction { .. }
+            | Invalid::KernelMismatch {
+                mismatch: Mismatch::DType { .. },
+                ..
+            },
         ) => PyTypeError::new_err(message),
         Error::Invalid(_) | Error::LimitExceeded { .. } => PyValueError::new_err(message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
