@@ -108,7 +108,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Buffer {
     /// The output tensor.
     Output,
-    /// Scratch memory (`mean`'s sums and counts).
+    /// Scratch memory (`mean`'s sums and counts, partial outputs of a split reduction).
     Scratch,
 }
 

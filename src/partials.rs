@@ -9,7 +9,10 @@
 
 use rayon::prelude::*;
 
-use scatterjit_ir::{DType, DTypeClass, Reduction};
+use scatterjit_ir::{DType, DTypeClass, OpKind, Reduction};
+
+use crate::alloc;
+use crate::error::{Buffer, Result};
 
 /// Whether `reduction` on `dtype` may be split into partial outputs.
 pub(crate) fn qualifies(reduction: Reduction, dtype: DType) -> bool {
@@ -22,12 +25,46 @@ pub(crate) fn qualifies(reduction: Reduction, dtype: DType) -> bool {
     )
 }
 
-/// An output-sized buffer of `bytes` bytes holding the reduction's identity everywhere.
+/// An output-sized buffer of `bytes` bytes holding the reduction's identity everywhere,
+/// allocated outside the caps: what the kernel uses until it allocates through
+/// [`identity_buffers`].
 pub(crate) fn identity_buffer(reduction: Reduction, dtype: DType, bytes: usize) -> Vec<u8> {
     let identity = reduction
         .identity_bytes(dtype)
         .expect("qualifying reductions have an identity");
     identity.iter().copied().cycle().take(bytes).collect()
+}
+
+/// `count` output-sized buffers of `bytes` bytes each, holding the reduction's identity
+/// everywhere. They are the call's scratch: all of them together are checked against the
+/// scratch cap of [`crate::Limits`] before the first is allocated, and each is allocated
+/// fallibly. Partial outputs only speed a call up, so a caller may run the pass unsplit
+/// instead when they are refused.
+// Not called outside tests until the kernel allocates its partial outputs here.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn identity_buffers(
+    op: OpKind,
+    reduction: Reduction,
+    dtype: DType,
+    bytes: usize,
+    count: usize,
+) -> Result<Vec<Vec<u8>>> {
+    alloc::check(op, Buffer::Scratch, bytes as u128 * count as u128)?;
+    let identity = reduction
+        .identity_bytes(dtype)
+        .expect("qualifying reductions have an identity");
+    (0..count)
+        .map(|_| {
+            let mut buffer: Vec<u8> = alloc::zeroed(op, Buffer::Scratch, bytes)?;
+            // Fresh zeroed pages cost nothing until written: fill only a non-zero identity.
+            if identity.iter().any(|&b| b != 0) {
+                for (b, &i) in buffer.iter_mut().zip(identity.iter().cycle()) {
+                    *b = i;
+                }
+            }
+            Ok(buffer)
+        })
+        .collect()
 }
 
 /// `out = out ⊕ partial` for each partial in order, element by element.
@@ -107,7 +144,48 @@ mod tests {
             .collect();
         assert_eq!(got, [7, 5, i16::MIN + 1]);
         assert_eq!(identity_buffer(Reduction::Min, DType::U8, 3), [255; 3]);
+        let buffers =
+            identity_buffers(OpKind::ScatterElements, Reduction::Min, DType::U8, 3, 2).unwrap();
+        assert_eq!(buffers, [[255; 3], [255; 3]]);
+        let buffers =
+            identity_buffers(OpKind::ScatterElements, Reduction::Mul, DType::I16, 4, 1).unwrap();
+        assert_eq!(buffers, [[1, 0, 1, 0]]);
         assert!(!qualifies(Reduction::Add, DType::F32));
         assert!(qualifies(Reduction::Max, DType::Bool));
+    }
+
+    #[test]
+    fn partial_outputs_are_scratch_under_its_cap() {
+        let op = OpKind::ScatterElements;
+        let small = crate::Limits {
+            max_scratch_bytes: 1000,
+            ..crate::Limits::default()
+        };
+        crate::with_limits(small, || {
+            assert!(identity_buffers(op, Reduction::Add, DType::I32, 500, 2).is_ok());
+            // Three buffers of 500 bytes together are over the cap: none is allocated.
+            let e = identity_buffers(op, Reduction::Add, DType::I32, 500, 3).unwrap_err();
+            assert_eq!(
+                e,
+                crate::Error::LimitExceeded {
+                    op,
+                    buffer: Buffer::Scratch,
+                    bytes: 1500,
+                    limit: 1000
+                }
+            );
+        });
+        // Within the caps and beyond any address space: refused, not an abort.
+        #[cfg(not(miri))]
+        crate::with_limits(
+            crate::Limits {
+                max_output_bytes: u64::MAX,
+                max_scratch_bytes: u64::MAX,
+            },
+            || {
+                let e = identity_buffers(op, Reduction::Max, DType::I64, 1 << 62, 1).unwrap_err();
+                assert!(matches!(e, crate::Error::OutOfMemory { .. }), "{e}");
+            },
+        );
     }
 }
