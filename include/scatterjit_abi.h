@@ -95,7 +95,7 @@ typedef struct sj_args {
 #define SJ_ERR_INDEX_OUT_OF_BOUNDS 6 /* an index outside [-s, s); see sj_args.bad_index */
 #define SJ_ERR_OVERLAP 7             /* out shares memory with an input */
 #define SJ_ERR_KEY 8                 /* (C ABI) a kernel key that does not parse or is unsupported */
-#define SJ_ERR_INTERNAL 9            /* (C ABI) a bug in scatterjit, or a host with no code generator */
+#define SJ_ERR_INTERNAL 9            /* (C ABI) a bug in scatterjit */
 #define SJ_ERR_RESOURCE 10           /* (C ABI) a buffer over its size limit, or out of memory */
 
 /* A short name for a status code. */

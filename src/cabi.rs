@@ -76,8 +76,7 @@ pub enum Status {
     Overlap = 7,
     /// The kernel key does not parse or names an unsupported kernel.
     Key = 8,
-    /// A bug in scatterjit (a compiler rejection or a caught panic), or a host Cranelift
-    /// cannot generate code for.
+    /// A bug in scatterjit (a compiler rejection or a caught panic).
     Internal = 9,
     /// (C ABI) A buffer the call needs is over its size limit, or memory ran out.
     Resource = 10,
@@ -126,7 +125,8 @@ impl Status {
                 _ => Status::Shape,
             },
             Error::LimitExceeded { .. } | Error::OutOfMemory { .. } => Status::Resource,
-            // A host Cranelift cannot target; the C ABI offers no ahead-of-time targets.
+            // Also a host Cranelift cannot target (the message says so); the C ABI offers no
+            // ahead-of-time targets.
             Error::Codegen { .. } | Error::Target { .. } => Status::Internal,
         }
     }
