@@ -5,6 +5,7 @@ use std::fmt;
 use crate::dtype::DType;
 use crate::kind::{OpKind, TensorRole};
 use crate::reduction::Reduction;
+use crate::shape::Relation;
 
 /// Everything that can be wrong with an op's inputs. Messages are lowercase, name the op
 /// and the offending value and position, and end without a period.
@@ -59,7 +60,8 @@ pub enum Error {
         /// The rank it is normalized against.
         rank: usize,
     },
-    /// A dimension of one tensor that the op requires to be bounded by another's.
+    /// A dimension of one tensor that breaks one of the op's shape rules ([`crate::shape`])
+    /// with the same dimension of another.
     Shape {
         /// The op.
         op: OpKind,
@@ -69,8 +71,8 @@ pub enum Error {
         dim: usize,
         /// Its size.
         size: usize,
-        /// The relation that fails, as the op states it (`"<="`, `">="`, `"=="`).
-        relation: &'static str,
+        /// The relation that fails.
+        relation: Relation,
         /// The tensor it is compared with.
         other: TensorRole,
         /// The size of that tensor's dimension `dim`.

@@ -5,6 +5,7 @@ use crate::error::{Error, Mismatch, Result};
 use crate::key::KernelKey;
 use crate::kind::{OpKind, TensorRole, MAX_RANK};
 use crate::reduction::Reduction;
+use crate::shape::{self, DimRule};
 
 /// An op with its attributes, as a model or framework states it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -133,51 +134,53 @@ impl Op {
             }
             Op::Gather { axis } => KernelKey::gather(data.dtype, indices.dtype, r, q, axis)?,
         };
-        let axis = key.axis();
         check_size(op, TensorRole::Data, data)?;
         check_size(op, TensorRole::Indices, indices)?;
-        let out_shape = match op {
-            OpKind::ScatterElements => {
-                let updates = updates.ok_or(Error::MissingUpdates { op })?;
-                if updates.dtype != data.dtype {
-                    return Err(Error::DTypeMismatch {
-                        op,
-                        tensor: TensorRole::Updates,
-                        expected: data.dtype,
-                        actual: updates.dtype,
-                    });
-                }
-                check_same_rank(op, TensorRole::Indices, q, r)?;
-                check_same_rank(op, TensorRole::Updates, updates.shape.len(), r)?;
-                check_size(op, TensorRole::Updates, updates)?;
-                check_off_axis(op, indices.shape, data.shape, axis)?;
-                for d in 0..r {
-                    if updates.shape[d] < indices.shape[d] {
-                        return Err(Error::Shape {
-                            op,
-                            tensor: TensorRole::Updates,
-                            dim: d,
-                            size: updates.shape[d],
-                            relation: ">=",
-                            other: TensorRole::Indices,
-                            other_size: indices.shape[d],
-                        });
-                    }
-                }
-                data.shape.to_vec()
+        if op == OpKind::ScatterElements {
+            let updates = updates.ok_or(Error::MissingUpdates { op })?;
+            if updates.dtype != data.dtype {
+                return Err(Error::DTypeMismatch {
+                    op,
+                    tensor: TensorRole::Updates,
+                    expected: data.dtype,
+                    actual: updates.dtype,
+                });
             }
-            OpKind::GatherElements => {
-                check_same_rank(op, TensorRole::Indices, q, r)?;
-                check_off_axis(op, indices.shape, data.shape, axis)?;
-                indices.shape.to_vec()
-            }
-            OpKind::Gather => {
-                let mut out = data.shape[..axis].to_vec();
-                out.extend_from_slice(indices.shape);
-                out.extend_from_slice(&data.shape[axis + 1..]);
-                out
-            }
+        }
+        if op != OpKind::Gather {
+            check_same_rank(op, TensorRole::Indices, q, r)?;
+        }
+        if let (OpKind::ScatterElements, Some(updates)) = (op, updates) {
+            check_same_rank(op, TensorRole::Updates, updates.shape.len(), r)?;
+            check_size(op, TensorRole::Updates, updates)?;
+        }
+        // The rules between inputs in the table's order; the output's define its shape.
+        let shape_of = |tensor: TensorRole| match tensor {
+            TensorRole::Data => data.shape,
+            TensorRole::Indices => indices.shape,
+            TensorRole::Updates => updates.map_or(&[][..], |u| u.shape),
+            TensorRole::Output => unreachable!("no rule compares with the output"),
         };
+        let mut out_shape = vec![0; key.out_rank()];
+        for rule in key.shape_rules() {
+            let other_size = shape_of(rule.other)[rule.other_dim];
+            if rule.tensor == TensorRole::Output {
+                out_shape[rule.dim] = other_size;
+                continue;
+            }
+            let size = shape_of(rule.tensor)[rule.dim];
+            if !rule.relation.holds(size, other_size) {
+                return Err(Error::Shape {
+                    op,
+                    tensor: rule.tensor,
+                    dim: rule.dim,
+                    size,
+                    relation: rule.relation,
+                    other: rule.other,
+                    other_size,
+                });
+            }
+        }
         if let (false, Some(updates)) = (op == OpKind::ScatterElements, updates) {
             return Err(Error::UnexpectedUpdates {
                 op,
@@ -248,24 +251,13 @@ fn check_same_rank(op: OpKind, tensor: TensorRole, rank: usize, data_rank: usize
     Ok(())
 }
 
-fn check_off_axis(op: OpKind, indices: &[usize], data: &[usize], axis: usize) -> Result<()> {
-    for d in (0..data.len()).filter(|&d| d != axis) {
-        if indices[d] > data[d] {
-            return Err(Error::Shape {
-                op,
-                tensor: TensorRole::Indices,
-                dim: d,
-                size: indices[d],
-                relation: "<=",
-                other: TensorRole::Data,
-                other_size: data[d],
-            });
-        }
-    }
-    Ok(())
-}
-
 impl KernelKey {
+    /// The shape rules of this key's op on two dims each (see [`crate::shape`]), in the
+    /// order validation checks them.
+    pub fn shape_rules(&self) -> impl Iterator<Item = DimRule> {
+        shape::dim_rules(self.kind(), self.rank(), self.index_rank(), self.axis())
+    }
+
     /// The op this key computes, with its axis normalized.
     pub fn op(&self) -> Op {
         Op::new(
@@ -492,6 +484,63 @@ mod tests {
             "gather: kernel gather.f32.i64.r2.q1.a1 takes indices of rank 1, got rank 2; \
              the operands need kernel gather.f32.i64.r2.q2.a1"
         );
+    }
+
+    /// Evaluating every rule of the table (the C ABI's and ahead-of-time entries' check)
+    /// agrees with `Op::validate` and its output shape on every small shape combination.
+    #[test]
+    fn shape_rules_agree_with_validation() {
+        let keys = [
+            KernelKey::scatter_elements(DType::F32, DType::I64, 2, 1, Reduction::Add, true)
+                .unwrap(),
+            KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap(),
+            KernelKey::gather(DType::F32, DType::I64, 2, 1, 1).unwrap(),
+            KernelKey::gather(DType::F32, DType::I64, 2, 2, 0).unwrap(),
+            KernelKey::gather(DType::F32, DType::I64, 1, 0, 0).unwrap(),
+        ];
+        for key in keys {
+            let scatter = key.kind() == OpKind::ScatterElements;
+            let mut roles = vec![
+                (TensorRole::Data, key.rank()),
+                (TensorRole::Indices, key.index_rank()),
+                (TensorRole::Output, key.out_rank()),
+            ];
+            if scatter {
+                roles.push((TensorRole::Updates, key.rank()));
+            }
+            let total: usize = roles.iter().map(|r| r.1).sum();
+            // Every assignment of dims in 0..3 to every dim of every operand.
+            for mut code in 0..3usize.pow(total as u32) {
+                let mut shapes: Vec<Vec<usize>> = Vec::new();
+                for &(_, rank) in &roles {
+                    shapes.push(
+                        (0..rank)
+                            .map(|_| {
+                                let d = code % 3;
+                                code /= 3;
+                                d
+                            })
+                            .collect(),
+                    );
+                }
+                let shape =
+                    |role: TensorRole| &shapes[roles.iter().position(|r| r.0 == role).unwrap()];
+                let holds = key.shape_rules().all(|rule| {
+                    let a = shape(rule.tensor)[rule.dim];
+                    rule.relation.holds(a, shape(rule.other)[rule.other_dim])
+                });
+                let updates = scatter.then(|| Meta::new(key.dtype(), shape(TensorRole::Updates)));
+                let valid = key
+                    .op()
+                    .validate(
+                        Meta::new(key.dtype(), shape(TensorRole::Data)),
+                        Meta::new(key.index_dtype(), shape(TensorRole::Indices)),
+                        updates,
+                    )
+                    .is_ok_and(|v| v.key == key && v.out_shape == *shape(TensorRole::Output));
+                assert_eq!(holds, valid, "{key} with shapes {shapes:?}");
+            }
+        }
     }
 
     #[test]

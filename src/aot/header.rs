@@ -4,10 +4,10 @@
 
 use std::fmt::Write as _;
 
-use scatterjit_ir::{KernelKey, OpKind, Plan};
+use scatterjit_ir::{KernelKey, OpKind, Plan, TensorRole};
 
 use super::symbol;
-use crate::cabi::{self, Role};
+use crate::cabi;
 
 /// The ABI types, the one copy C code sees; also installed as `include/scatterjit_abi.h`.
 const ABI_H: &str = include_str!("../../include/scatterjit_abi.h");
@@ -82,27 +82,27 @@ fn describe(key: &KernelKey) -> String {
     c.push_str(" *\n");
     for (role, rank) in cabi::roles(key) {
         let dtype = match role {
-            Role::Indices => key.index_dtype(),
+            TensorRole::Indices => key.index_dtype(),
             _ => key.dtype(),
         };
         let _ = writeln!(
             c,
             " * {:<8} {dtype}, rank {rank}",
-            format!("{}:", role.name())
+            format!("{}:", cabi::field(role))
         );
     }
     if key.kind() != OpKind::ScatterElements {
         c.push_str(" * updates: unused (may be NULL)\n");
     }
-    let rules: Vec<String> = cabi::shape_rules(key)
-        .iter()
+    let rules: Vec<String> = key
+        .shape_rules()
         .map(|r| {
             format!(
                 "{}[{}] {} {}[{}]",
-                r.tensor.name(),
+                cabi::field(r.tensor),
                 r.dim,
-                r.relation.symbol(),
-                r.other.name(),
+                r.relation,
+                cabi::field(r.other),
                 r.other_dim
             )
         })
