@@ -9,7 +9,7 @@
 
 use rayon::prelude::*;
 
-use scatterjit_ir::{DType, DTypeClass, OpKind, Reduction};
+use scatterjit_ir::{DType, DTypeClass, Element, OpKind, Reduction};
 
 use crate::alloc;
 use crate::error::{Buffer, Result};
@@ -81,44 +81,31 @@ pub(crate) fn fold(reduction: Reduction, dtype: DType, out: &mut [u8], partials:
 }
 
 fn fold_block(reduction: Reduction, dtype: DType, size: usize, out: &mut [u8], from: &[u8]) {
-    macro_rules! each {
-        ($t:ty, $f:expr) => {{
-            let f: fn($t, $t) -> $t = $f;
-            for (o, p) in out.chunks_exact_mut(size).zip(from.chunks_exact(size)) {
-                let a = <$t>::from_le_bytes(o.try_into().expect("element-sized"));
-                let b = <$t>::from_le_bytes(p.try_into().expect("element-sized"));
-                o.copy_from_slice(&f(a, b).to_le_bytes());
-            }
-        }};
+    fn each<T: Element>(size: usize, out: &mut [u8], from: &[u8], f: fn(T, T) -> T) {
+        for (o, p) in out.chunks_exact_mut(size).zip(from.chunks_exact(size)) {
+            f(T::read_le(o), T::read_le(p)).write_le(o);
+        }
     }
-    macro_rules! integer {
-        ($t:ty) => {
-            match reduction {
-                Reduction::Add => each!($t, |a, b| a.wrapping_add(b)),
-                Reduction::Mul => each!($t, |a, b| a.wrapping_mul(b)),
-                Reduction::Max => each!($t, |a, b| a.max(b)),
-                Reduction::Min => each!($t, |a, b| a.min(b)),
+    scatterjit_ir::match_integer!(
+        dtype,
+        T => {
+            let f: fn(T, T) -> T = match reduction {
+                Reduction::Add => |a, b| a.wrapping_add(b),
+                Reduction::Mul => |a, b| a.wrapping_mul(b),
+                Reduction::Max => |a, b| a.max(b),
+                Reduction::Min => |a, b| a.min(b),
                 _ => unreachable!("{reduction} does not qualify"),
-            }
-        };
-    }
-    match dtype {
-        DType::I8 => integer!(i8),
-        DType::I16 => integer!(i16),
-        DType::I32 => integer!(i32),
-        DType::I64 => integer!(i64),
-        DType::U8 => integer!(u8),
-        DType::U16 => integer!(u16),
-        DType::U32 => integer!(u32),
-        DType::U64 => integer!(u64),
+            };
+            each(size, out, from, f)
+        },
         // Bools are 0 or 1: add and max are or, mul and min are and.
         DType::Bool => match reduction {
-            Reduction::Add | Reduction::Max => each!(u8, |a, b| a | b),
-            Reduction::Mul | Reduction::Min => each!(u8, |a, b| a & b),
+            Reduction::Add | Reduction::Max => each::<u8>(size, out, from, |a, b| a | b),
+            Reduction::Mul | Reduction::Min => each::<u8>(size, out, from, |a, b| a & b),
             _ => unreachable!("{reduction} does not qualify"),
         },
         _ => unreachable!("{dtype} does not qualify"),
-    }
+    )
 }
 
 #[cfg(test)]
