@@ -9,7 +9,7 @@
 //!   `depth` slots the pass writes the loop counters into when it meets a bad index;
 //! - it returns [`STATUS_OK`] or [`STATUS_BAD_INDEX`].
 
-use scatterjit_ir::{Access, LoopNest, Operand, Source};
+use scatterjit_ir::{Access, KernelKey, LoopNest, Operand, Reduction, Source};
 
 /// Every index was valid and the pass ran to the end.
 pub(crate) const STATUS_OK: i64 = 0;
@@ -45,6 +45,17 @@ impl Still {
     /// Whether access `a` stays put.
     pub(crate) fn contains(self, a: usize) -> bool {
         self.0 >> a & 1 == 1
+    }
+}
+
+/// Bytes of one element of `operand` under `key`: what a stride in the parameter block
+/// (in elements) is multiplied by to move a pointer.
+pub(crate) fn element_size(key: &KernelKey, operand: Operand) -> usize {
+    match operand {
+        Operand::Data | Operand::Updates | Operand::Out => key.dtype().size(),
+        Operand::Indices => key.index_dtype().size(),
+        Operand::Acc => Reduction::mean_accumulator(key.dtype()).map_or(0, |acc| acc.size()),
+        Operand::Count => 8,
     }
 }
 

@@ -120,16 +120,10 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
             .store(MemFlagsData::trusted(), t.base, operands, (slot * 8) as i32);
     }
 
-    // Check before the first write, then the plan's order.
-    let order = [
-        PassKind::Check,
-        PassKind::Copy,
-        PassKind::Init,
-        PassKind::Apply,
-    ];
-    for kind in order {
-        let (Some(nest), Some(refs)) = (plan.pass(kind), passes.iter().find(|p| p.kind == kind))
-        else {
+    // The plan's order: the check before the first write.
+    for nest in &plan.passes {
+        let kind = nest.pass;
+        let Some(refs) = passes.iter().find(|p| p.kind == kind) else {
             continue;
         };
         let after = e.b.create_block();
