@@ -25,23 +25,11 @@ pub(crate) fn qualifies(reduction: Reduction, dtype: DType) -> bool {
     )
 }
 
-/// An output-sized buffer of `bytes` bytes holding the reduction's identity everywhere,
-/// allocated outside the caps: what the kernel uses until it allocates through
-/// [`identity_buffers`].
-pub(crate) fn identity_buffer(reduction: Reduction, dtype: DType, bytes: usize) -> Vec<u8> {
-    let identity = reduction
-        .identity_bytes(dtype)
-        .expect("qualifying reductions have an identity");
-    identity.iter().copied().cycle().take(bytes).collect()
-}
-
 /// `count` output-sized buffers of `bytes` bytes each, holding the reduction's identity
 /// everywhere. They are the call's scratch: all of them together are checked against the
 /// scratch cap of [`crate::Limits`] before the first is allocated, and each is allocated
-/// fallibly. Partial outputs only speed a call up, so a caller may run the pass unsplit
+/// fallibly. Partial outputs only speed a call up: the kernel runs the pass unsplit
 /// instead when they are refused.
-// Not called outside tests until the kernel allocates its partial outputs here.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn identity_buffers(
     op: OpKind,
     reduction: Reduction,
@@ -130,7 +118,6 @@ mod tests {
             .map(|c| i16::from_le_bytes([c[0], c[1]]))
             .collect();
         assert_eq!(got, [7, 5, i16::MIN + 1]);
-        assert_eq!(identity_buffer(Reduction::Min, DType::U8, 3), [255; 3]);
         let buffers =
             identity_buffers(OpKind::ScatterElements, Reduction::Min, DType::U8, 3, 2).unwrap();
         assert_eq!(buffers, [[255; 3], [255; 3]]);
