@@ -7,7 +7,7 @@
  *     sj_kernel *kernel;
  *     if (sj_kernel_get(cache, "gather.f32.i64.r2.q1.a0", &kernel) != SJ_OK)
  *         fprintf(stderr, "%s\n", sj_last_error());
- *     sj_args args = {&data, &indices, NULL, &out, {0}};
+ *     sj_args args = {&data, &indices, NULL, &out, {0}, NULL, 0};
  *     int32_t status = sj_kernel_run(kernel, &args);
  *     sj_kernel_free(kernel);
  *     sj_cache_free(cache);

@@ -48,6 +48,12 @@ pub struct SjArgs {
     /// On [`Status::IndexOutOfBounds`], the position in `indices` of the first bad index
     /// in row-major order (its first `indices.ndim` entries).
     pub bad_index: [i64; MAX_RANK],
+    /// Scratch memory for an ahead-of-time entry that needs it (`mean`: its per-element
+    /// sums and counts, of the size its header states), used only during the call. Other
+    /// entries and the shared library's `sj_kernel_run`, which allocates its own, ignore it.
+    pub workspace: *mut u8,
+    /// Bytes at `workspace`.
+    pub workspace_bytes: u64,
 }
 
 /// DLPack's `kDLCPU`.
@@ -78,7 +84,8 @@ pub enum Status {
     Key = 8,
     /// A bug in scatterjit (a compiler rejection or a caught panic).
     Internal = 9,
-    /// (C ABI) A buffer the call needs is over its size limit, or memory ran out.
+    /// A buffer the call needs is over its size limit or memory ran out (C ABI), or the
+    /// caller's [`SjArgs::workspace`] is smaller than the entry needs (ahead of time).
     Resource = 10,
 }
 

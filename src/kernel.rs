@@ -454,7 +454,7 @@ impl Kernel {
     /// `mean`'s scratch for an output shaped like `out` (`None` for other reductions),
     /// allocated before the first write.
     fn mean_scratch(&self, out: &TensorViewMut<'_>) -> Result<Option<MeanScratch>> {
-        if self.plan.mean.is_none() {
+        if self.plan.mean_accumulator().is_none() {
             return Ok(None);
         }
         let key = &self.plan.key;
@@ -473,7 +473,7 @@ impl Kernel {
         let len = checked_nbytes(dtype, &out_shape)?;
         // Both caps before either allocation.
         alloc::check(op, Buffer::Output, len as u128)?;
-        if self.plan.mean.is_some() {
+        if self.plan.mean_accumulator().is_some() {
             MeanScratch::check(op, dtype, &out_shape)?;
         }
         let bytes = alloc::zeroed(op, Buffer::Output, len)?;
