@@ -361,10 +361,11 @@ impl<'a> TensorView<'a> {
     /// Address of position 0 (for kernels, which only reach validated positions).
     pub(crate) fn raw(&self) -> RawOperand<'_> {
         RawOperand {
-            ptr: self
-                .bytes
-                .as_ptr()
-                .wrapping_add(self.layout.offset * self.dtype().size()) as *mut u8,
+            address: Address::Read(
+                self.bytes
+                    .as_ptr()
+                    .wrapping_add(self.layout.offset * self.dtype().size()),
+            ),
             shape: &self.layout.shape,
             strides: &self.layout.strides,
         }
@@ -437,21 +438,10 @@ impl<'a> TensorViewMut<'a> {
         }
     }
 
-    /// Calls `f` with the bytes of every element, in row-major order.
     /// The elements as one row-major byte slice, if the view is laid out that way.
     pub(crate) fn dense_bytes_mut(&mut self) -> Option<&mut [u8]> {
         let range = self.layout.dense_range()?;
         Some(&mut self.bytes[range])
-    }
-
-    pub(crate) fn for_each_element(&mut self, mut f: impl FnMut(&mut [u8])) {
-        let size = self.dtype().size();
-        let base = self.layout.offset as isize;
-        let bytes = &mut *self.bytes;
-        for_each_offset(&self.layout.shape, &self.layout.strides, |off| {
-            let at = (base + off) as usize * size;
-            f(&mut bytes[at..at + size]);
-        });
     }
 
     /// The addresses of the viewed buffer.
@@ -462,10 +452,11 @@ impl<'a> TensorViewMut<'a> {
     /// Address of position 0 (for kernels, which only reach validated positions).
     pub(crate) fn raw(&mut self) -> RawOperand<'_> {
         RawOperand {
-            ptr: self
-                .bytes
-                .as_mut_ptr()
-                .wrapping_add(self.layout.offset * self.dtype().size()),
+            address: Address::Write(
+                self.bytes
+                    .as_mut_ptr()
+                    .wrapping_add(self.layout.offset * self.dtype().size()),
+            ),
             shape: &self.layout.shape,
             strides: &self.layout.strides,
         }
@@ -490,11 +481,20 @@ impl<'a> From<&'a mut Tensor> for TensorViewMut<'a> {
     }
 }
 
+/// The address of an operand's position 0, and whether a pass may store through it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Address {
+    /// An input, from a shared borrow: passes only load through it.
+    Read(*const u8),
+    /// An output or a call's scratch, from an exclusive borrow: passes store through it.
+    Write(*mut u8),
+}
+
 /// What a kernel call needs of one operand: address of position 0, shape, element strides.
 /// Only views build these, so every position of `shape` is inside the viewed memory.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RawOperand<'a> {
-    pub ptr: *mut u8,
+    pub address: Address,
     pub shape: &'a [usize],
     pub strides: &'a [isize],
 }
@@ -573,7 +573,7 @@ mod tests {
             assert_eq!(v.strides(), [0, 0]);
             assert!(v.dense_bytes().is_none_or(|b| b.is_empty()));
             assert_eq!(v.to_tensor().shape(), [0, 3]);
-            assert!(std::ptr::eq(v.raw().ptr, bytes.as_ptr()));
+            assert!(matches!(v.raw().address, Address::Read(p) if std::ptr::eq(p, bytes.as_ptr())));
         }
     }
 

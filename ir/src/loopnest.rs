@@ -114,13 +114,14 @@ pub enum Combine {
     },
 }
 
-/// The role of a pass in a kernel; passes run in the order of this enum.
+/// The role of a pass in a kernel; passes run in the order of this enum, which is the
+/// order of [`Plan::passes`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PassKind {
-    /// Out-of-place scatter: copy data into the output.
-    Copy,
     /// Validate every index before anything is written; writes nothing.
     Check,
+    /// Out-of-place scatter: copy data into the output.
+    Copy,
     /// `use_init_val = false`: reset every targeted element to the identity; for `mean`,
     /// start every sum and count.
     Init,
@@ -131,6 +132,20 @@ pub enum PassKind {
 }
 
 impl PassKind {
+    /// Every kind, in order; [`PassKind::index`] numbers them.
+    pub const ALL: [PassKind; 5] = [
+        PassKind::Check,
+        PassKind::Copy,
+        PassKind::Init,
+        PassKind::Apply,
+        PassKind::Finish,
+    ];
+
+    /// A dense number for this kind, below `PassKind::ALL.len()`.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
     /// The name used for symbols and printing.
     pub const fn name(self) -> &'static str {
         match self {
@@ -194,7 +209,8 @@ impl Plan {
             count: None,
             combine: Combine::Assign,
         };
-        let mut passes = Vec::new();
+        // The check comes first: nothing is written before every index is known good.
+        let mut passes = vec![check];
         match key.kind() {
             OpKind::ScatterElements => {
                 passes.push(LoopNest {
@@ -208,7 +224,6 @@ impl Plan {
                     count: None,
                     combine: Combine::Assign,
                 });
-                passes.push(check);
                 let reduction = key.reduction();
                 let scatter = |source, dest, count, combine| LoopNest {
                     pass: PassKind::Apply,
@@ -291,7 +306,6 @@ impl Plan {
                 }
             }
             OpKind::GatherElements => {
-                passes.push(check);
                 passes.push(LoopNest {
                     pass: PassKind::Apply,
                     domain: Operand::Indices,
@@ -311,7 +325,6 @@ impl Plan {
                 let mut data_coords: Vec<Coord> = (0..axis).map(Coord::Loop).collect();
                 data_coords.push(Coord::Index);
                 data_coords.extend((axis + q..depth).map(Coord::Loop));
-                passes.push(check);
                 passes.push(LoopNest {
                     pass: PassKind::Apply,
                     domain: Operand::Out,
@@ -461,7 +474,7 @@ mod tests {
                 .unwrap();
         assert_eq!(
             kinds(none),
-            [PassKind::Copy, PassKind::Check, PassKind::Apply]
+            [PassKind::Check, PassKind::Copy, PassKind::Apply]
         );
         let noinit =
             KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Max, false)
@@ -469,8 +482,8 @@ mod tests {
         assert_eq!(
             kinds(noinit),
             [
-                PassKind::Copy,
                 PassKind::Check,
+                PassKind::Copy,
                 PassKind::Init,
                 PassKind::Apply
             ]
@@ -482,8 +495,8 @@ mod tests {
         assert_eq!(
             kinds(mean),
             [
-                PassKind::Copy,
                 PassKind::Check,
+                PassKind::Copy,
                 PassKind::Init,
                 PassKind::Apply,
                 PassKind::Finish

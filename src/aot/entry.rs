@@ -7,9 +7,9 @@
 //! in place).
 //!
 //! A plan with `mean`'s sums and counts ([`Operand::Acc`], [`Operand::Count`]) takes them
-//! from the caller's `SjArgs::workspace`: [`workspace_bytes`] per output element, the
-//! counts (i64) first, then the sums, both row-major in the output's shape. The entry
-//! checks its size and that it shares no memory with the operands before anything runs.
+//! from the caller's `SjArgs::workspace`, laid out as `abi::scratch_per_element` says. The
+//! entry checks its size and that it shares no memory with the operands before anything
+//! runs.
 //!
 //! Everything the entry decides comes from the same plan, parameter layouts and shape rules
 //! as the JIT's host code; loops run in row-major order on the calling thread.
@@ -30,13 +30,6 @@ use crate::cabi::{self, Relation, Role, SjArgs, SjTensor, Status, DEVICE_CPU};
 pub(super) struct PassRefs {
     pub kind: PassKind,
     pub variants: [FuncRef; 2],
-}
-
-/// Bytes of `SjArgs::workspace` an entry of `plan` needs per output element: a count
-/// (i64) and a sum for `mean`, none otherwise.
-pub(super) fn workspace_bytes(plan: &Plan) -> usize {
-    plan.mean_accumulator()
-        .map_or(0, |acc| std::mem::size_of::<i64>() + acc.size())
 }
 
 /// One operand of the call, loaded and checked, or a piece of the workspace.
@@ -118,9 +111,13 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
         .iter()
         .map(|(role, t)| (operand_of(*role), t))
         .collect();
-    let scratch = plan
-        .mean_accumulator()
-        .map(|acc| e.workspace(out, acc.size() as i64, workspace_bytes(plan) as i64));
+    let scratch = plan.mean_accumulator().map(|acc| {
+        e.workspace(
+            out,
+            acc.size() as i64,
+            abi::scratch_per_element(plan) as i64,
+        )
+    });
     if let Some([counts, sums]) = &scratch {
         for (_, t) in &tensors {
             for piece in [counts, sums] {
@@ -151,10 +148,8 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
         );
     }
 
-    // Check before the first write, then the plan's order.
-    let checks = plan.passes.iter().filter(|p| p.pass == PassKind::Check);
-    let writes = plan.passes.iter().filter(|p| p.pass != PassKind::Check);
-    for nest in checks.chain(writes) {
+    // The plan's order: the check before the first write.
+    for nest in &plan.passes {
         let kind = nest.pass;
         let refs = passes
             .iter()
@@ -327,7 +322,7 @@ impl Entry<'_, '_> {
             strides[d] = numel;
             numel = self.b.ins().imul(numel, out.dims[d]);
         }
-        let count_size = std::mem::size_of::<i64>() as i64;
+        let count_size = abi::COUNT_SIZE as i64;
         let counts_bytes = self.b.ins().imul_imm_s(numel, count_size);
         let sums = self.b.ins().iadd(at, counts_bytes);
         let piece = |base, size| Tensor {

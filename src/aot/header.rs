@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use scatterjit_ir::{KernelKey, OpKind, Plan};
 
-use super::{entry, symbol};
+use super::symbol;
+use crate::abi;
 use crate::cabi::{self, Role};
 
 /// The ABI types, the one copy C code sees; also installed as `include/scatterjit_abi.h`.
@@ -68,7 +69,7 @@ pub(super) fn header(keys: &[KernelKey]) -> String {
         h.push('\n');
         h.push_str(&describe(key));
         let _ = writeln!(h, "int32_t {}(sj_args *args);", symbol(key));
-        let per_element = entry::workspace_bytes(&Plan::new(*key));
+        let per_element = abi::scratch_per_element(&Plan::new(*key));
         if per_element > 0 {
             let _ = write!(
                 h,
@@ -113,7 +114,7 @@ fn describe(key: &KernelKey) -> String {
     if key.kind() != OpKind::ScatterElements {
         c.push_str(" * updates: unused (may be NULL)\n");
     }
-    let per_element = entry::workspace_bytes(&Plan::new(*key));
+    let per_element = abi::scratch_per_element(&Plan::new(*key));
     if per_element > 0 {
         let _ = writeln!(
             c,

@@ -47,16 +47,6 @@ pub(crate) struct Machine {
 /// loads overlap.
 const UNROLL: i64 = 4;
 
-/// Bytes of one element of `operand` under `key`.
-pub(crate) fn element_size(key: &KernelKey, operand: Operand) -> usize {
-    match operand {
-        Operand::Data | Operand::Updates | Operand::Out => key.dtype().size(),
-        Operand::Indices => key.index_dtype().size(),
-        Operand::Acc => Reduction::mean_accumulator(key.dtype()).map_or(0, |acc| acc.size()),
-        Operand::Count => 8,
-    }
-}
-
 /// Call-invariant state of one access, loaded in the entry block.
 struct AccessState {
     operand: Operand,
@@ -126,7 +116,7 @@ pub(crate) fn build_pass(
         .zip(abi::accesses(nest))
         .enumerate()
         .map(|(a, (slots, access))| {
-            let shift = element_size(key, slots.operand).trailing_zeros() as i64;
+            let shift = abi::element_size(key, slots.operand).trailing_zeros() as i64;
             let base = b
                 .ins()
                 .load(ptr, meta, operands, (slots.operand as usize * 8) as i32);

@@ -6,4 +6,4 @@ pub(crate) mod divide;
 pub(crate) mod half;
 pub(crate) mod lower;
 
-pub(crate) use lower::{build_pass, element_size, Machine};
+pub(crate) use lower::{build_pass, Machine};

@@ -1,0 +1,271 @@
+//! Compiled kernels and their safe calls. A call reads top-down through this folder: the
+//! public calls here check operands against the key; [`passes`] runs the plan's passes in
+//! the plan's order; [`bind`] fills a pass's parameter block from shapes and strides and
+//! picks the loop order and variant; [`schedule`] splits a pass over threads; [`call`] is
+//! the one entry into machine code; [`report`] turns a bad-index exit into the error.
+//! [`mean`] allocates the sums and counts that `mean`'s passes walk.
+
+mod bind;
+mod call;
+mod mean;
+mod passes;
+mod report;
+mod schedule;
+
+use std::time::{Duration, Instant};
+
+use scatterjit_ir::{
+    checked_nbytes, DType, Error as IrError, KernelKey, Meta, OpKind, PassKind, Plan, Tensor,
+    TensorRole,
+};
+
+use crate::abi::Variant;
+use crate::alloc;
+use crate::error::Buffer;
+use crate::error::{Error, Result};
+use crate::jit::{self, Code, Listing, PassFn};
+use crate::once::OnceOk;
+use crate::tensor::{self, TensorView, TensorViewMut};
+
+pub use schedule::set_parallel_grain;
+
+/// A compiled kernel: native code for every pass of one [`KernelKey`]. Its code stays
+/// mapped as long as any handle (`Arc<Kernel>`) to it lives.
+///
+/// Kernels work on byte views, so none exists for a string key: [`Kernel::compile`] (and
+/// so [`crate::KernelCache::get`]) refuses one with
+/// [`UnsupportedDType`](scatterjit_ir::Error::UnsupportedDType). String tensors go through
+/// [`crate::run`] and the other owned-tensor functions, which run these kernels on integer
+/// handles of the strings.
+pub struct Kernel {
+    plan: Plan,
+    /// Per [`PassKind`] (at [`PassKind::index`]; `None` where the plan has no such pass),
+    /// per [`Variant`] (at `Variant::slot`, then again for the listed form at
+    /// `Variant::COUNT + slot`): the code, compiled on first use (a failed compile is
+    /// retried by the next call).
+    code: [Option<Box<[OnceOk<Code>]>>; PassKind::ALL.len()],
+    compile_time: Duration,
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("key", &self.plan.key.to_string())
+            .field("compile_time", &self.compile_time)
+            .finish()
+    }
+}
+
+impl Kernel {
+    /// Compiles `key`: the passes that write through the index or into scratch (init,
+    /// apply, finish) for contiguous operands. The other passes and variants (strided
+    /// operands, the compiled copy and check) compile on first use. Prefer
+    /// [`crate::KernelCache::get`], which compiles each key once.
+    pub fn compile(key: KernelKey) -> Result<Kernel> {
+        refuse_strings(&key)?;
+        let start = Instant::now();
+        let plan = Plan::new(key);
+        let code = PassKind::ALL.map(|kind| {
+            plan.pass(kind)
+                .map(|_| (0..2 * Variant::COUNT).map(|_| OnceOk::default()).collect())
+        });
+        let kernel = Kernel {
+            code,
+            plan,
+            compile_time: Duration::ZERO,
+        };
+        for pass in [PassKind::Init, PassKind::Apply, PassKind::Finish] {
+            if kernel.plan.pass(pass).is_some() {
+                kernel.entry(pass, Variant::Contiguous, false)?;
+            }
+        }
+        Ok(Kernel {
+            compile_time: start.elapsed(),
+            ..kernel
+        })
+    }
+
+    /// Compiles every pass of `key` in both variants and returns their text: CLIF as
+    /// built, CLIF optimized, machine code.
+    pub fn listings(key: KernelKey) -> Result<Vec<Listing>> {
+        refuse_strings(&key)?;
+        let plan = Plan::new(key);
+        let mut out = Vec::new();
+        for nest in &plan.passes {
+            for variant in Variant::ALL {
+                let (_, listing) = jit::compile(&plan, nest.pass, variant, false, true)?;
+                out.extend(listing);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The code of `pass` in `variant` (its outermost loop `listed` or not), compiled now if
+    /// it is the first use.
+    fn entry(&self, pass: PassKind, variant: Variant, listed: bool) -> Result<PassFn> {
+        let slots = self.code[pass.index()]
+            .as_ref()
+            .expect("callers ask only for planned passes");
+        let v = variant.slot() + usize::from(listed) * Variant::COUNT;
+        slots[v]
+            .get_or_try_init(|| {
+                jit::compile(&self.plan, pass, variant, listed, false).map(|(code, _)| code)
+            })
+            .map(Code::entry)
+    }
+
+    /// The key this kernel computes.
+    pub fn key(&self) -> &KernelKey {
+        &self.plan.key
+    }
+
+    /// Its loop-nest plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Wall time spent compiling it.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+
+    /// Validates operands against this kernel's key; returns the output shape.
+    fn validate(
+        &self,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Result<Vec<usize>> {
+        self.validate_meta(data.meta(), indices.meta(), updates.map(|u| u.meta()))
+    }
+
+    /// [`Self::validate`] on dtypes and shapes alone.
+    pub(crate) fn validate_meta(
+        &self,
+        data: Meta<'_>,
+        indices: Meta<'_>,
+        updates: Option<Meta<'_>>,
+    ) -> Result<Vec<usize>> {
+        let v = self.plan.key.op().validate(data, indices, updates)?;
+        if v.key != self.plan.key {
+            return Err(Error::Invalid(IrError::InvalidKey {
+                key: self.plan.key.to_string(),
+                reason: format!("the operands need kernel {}", v.key),
+            }));
+        }
+        Ok(v.out_shape)
+    }
+
+    /// Refuses an output that shares memory with an input. Safe code cannot build one (a
+    /// `&mut [u8]` never aliases a `&[u8]`), but views made from raw buffers could, and the
+    /// passes read inputs after writing the output.
+    fn check_disjoint(
+        &self,
+        out: &TensorViewMut<'_>,
+        inputs: [(TensorRole, Option<&TensorView<'_>>); 3],
+    ) -> Result<()> {
+        for (tensor, input) in inputs {
+            if input.is_some_and(|input| tensor::overlaps(out.span(), input.span())) {
+                return Err(Error::Invalid(IrError::Overlap {
+                    op: self.plan.key.kind(),
+                    tensor,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the op out of place: a new output tensor. The inputs may be any strided views.
+    pub fn run(
+        &self,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Result<Tensor> {
+        let out_shape = self.validate(data, indices, updates)?;
+        let (op, dtype) = (self.plan.key.kind(), self.plan.key.dtype());
+        let len = checked_nbytes(dtype, &out_shape)?;
+        // Both caps before either allocation.
+        alloc::check(op, Buffer::Output, len as u128)?;
+        self.check_scratch(&out_shape)?;
+        let bytes = alloc::zeroed(op, Buffer::Output, len)?;
+        let mut out = Tensor::from_bytes(dtype, out_shape, bytes)?;
+        let mut view = TensorViewMut::from(&mut out);
+        // The output is ours: a bad index may stop a pass midway, and the tensor is dropped.
+        self.execute(&mut view, Some(data), indices, updates, false)?;
+        Ok(out)
+    }
+
+    /// Runs the op into a caller's output view (the ONNX Runtime / OpenVINO style of
+    /// reusing buffers). All indices are checked before the first write, so on error `out`
+    /// is unchanged.
+    pub fn run_into(
+        &self,
+        out: &mut TensorViewMut<'_>,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Result<()> {
+        let out_shape = self.validate(data, indices, updates)?;
+        self.check_out(out.meta(), &out_shape)?;
+        let inputs = [
+            (TensorRole::Data, Some(data)),
+            (TensorRole::Indices, Some(indices)),
+            (TensorRole::Updates, updates),
+        ];
+        self.check_disjoint(out, inputs)?;
+        self.execute(out, Some(data), indices, updates, true)
+    }
+
+    /// An error unless a caller's output has this kernel's dtype and `out_shape`.
+    pub(crate) fn check_out(&self, out: Meta<'_>, out_shape: &[usize]) -> Result<()> {
+        if out.shape != out_shape || out.dtype != self.plan.key.dtype() {
+            return Err(Error::Invalid(IrError::InvalidView {
+                tensor: TensorRole::Output,
+                reason: format!(
+                    "expected {} {:?}, got {} {:?}",
+                    self.plan.key.dtype(),
+                    out_shape,
+                    out.dtype,
+                    out.shape
+                ),
+            }));
+        }
+        Ok(())
+    }
+
+    /// ScatterElements in place (PyTorch `scatter_`): `data` is input and output. All
+    /// indices are checked before the first write, so on error `data` is unchanged.
+    pub fn scatter_in_place(
+        &self,
+        data: &mut TensorViewMut<'_>,
+        indices: &TensorView<'_>,
+        updates: &TensorView<'_>,
+    ) -> Result<()> {
+        if self.plan.key.kind() != OpKind::ScatterElements {
+            return Err(Error::Invalid(IrError::InvalidKey {
+                key: self.plan.key.to_string(),
+                reason: "in-place calls need a scatter_elements kernel".into(),
+            }));
+        }
+        self.validate(&data.as_view(), indices, Some(updates))?;
+        let inputs = [
+            (TensorRole::Indices, Some(indices)),
+            (TensorRole::Updates, Some(updates)),
+            (TensorRole::Data, None),
+        ];
+        self.check_disjoint(data, inputs)?;
+        self.execute(data, None, indices, Some(updates), true)
+    }
+}
+
+/// Kernels move bytes; strings have none (see [`Kernel`]).
+fn refuse_strings(key: &KernelKey) -> Result<()> {
+    if key.dtype() == DType::String {
+        return Err(Error::Invalid(IrError::UnsupportedDType {
+            op: key.kind(),
+            dtype: key.dtype(),
+        }));
+    }
+    Ok(())
+}

@@ -1,0 +1,158 @@
+//! One call's passes, in the order of [`Plan::passes`](scatterjit_ir::Plan): the check
+//! before the first write, the copy of an out-of-place scatter, then the passes that write.
+
+use rayon::prelude::*;
+
+use scatterjit_ir::{unravel, Operand, PassKind};
+
+use super::bind::Operands;
+use super::report::Stop;
+use super::Kernel;
+use crate::check;
+use crate::error::Result;
+use crate::partials;
+use crate::tensor::{Address, RawOperand, TensorView, TensorViewMut};
+
+impl Kernel {
+    /// Runs the plan's passes into `out`, reading `data` (`None` in place: `out` holds
+    /// data). With `check_first`, every index is checked before the first write, so a bad
+    /// one leaves `out` unchanged; without, `out` is the call's own and a bad index may stop
+    /// a pass midway.
+    pub(super) fn execute(
+        &self,
+        out: &mut TensorViewMut<'_>,
+        data: Option<&TensorView<'_>>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+        check_first: bool,
+    ) -> Result<()> {
+        let key = self.plan.key;
+        let data_shape = data.map_or(out.shape(), |d| d.shape()).to_vec();
+        // A successful sort has checked every index.
+        let buckets = updates.and_then(|_| self.buckets(&data_shape, indices));
+        let apply = self.plan.pass(PassKind::Apply).expect("every plan applies");
+        // Gather visits indices only where its output is non-empty; check them all anyway.
+        let out_empty = out.shape().contains(&0);
+        let check =
+            (check_first || (apply.domain == Operand::Out && out_empty)) && buckets.is_none();
+        let bad = |pass, stop: Stop| self.bad_index(pass, stop, &data_shape, indices);
+        // Slices the sort found uniform are read one index each, as an expanded index is.
+        let uniform = buckets
+            .as_ref()
+            .filter(|b| b.uniform_by_value)
+            .map(|_| indices.broadcast_off(key.axis()));
+        let read_indices = uniform.as_ref().unwrap_or(indices);
+        let mut partial_outputs = Vec::new();
+        let mut scratch = None;
+        for nest in &self.plan.passes {
+            let pass = nest.pass;
+            if pass != PassKind::Check && scratch.is_none() {
+                // Before the first write, so that running out of memory leaves `out` as it was.
+                scratch = self.scratch(out.shape())?;
+            }
+            match pass {
+                PassKind::Check if check => self.check_indices(&data_shape, indices)?,
+                PassKind::Check => {}
+                PassKind::Copy => {
+                    // In place, out holds data already.
+                    if let Some(data) = data {
+                        self.copy(out, data)?;
+                    }
+                }
+                PassKind::Init | PassKind::Apply | PassKind::Finish => match updates {
+                    Some(updates) => {
+                        let mut ops = Operands::default()
+                            .with(Operand::Indices, read_indices.raw())
+                            .with(Operand::Updates, updates.raw())
+                            .with(Operand::Out, out.raw());
+                        if let Some(scratch) = scratch.as_mut() {
+                            ops = scratch.bind(ops);
+                        }
+                        let partials = Some(&mut partial_outputs);
+                        self.run_pass_with(pass, &ops, partials, buckets.as_ref())
+                            .map_err(|stop| bad(pass, stop))?;
+                    }
+                    None => {
+                        let data = data.expect("gathers read data");
+                        let ops = Operands::default()
+                            .with(Operand::Data, data.raw())
+                            .with(Operand::Indices, indices.raw())
+                            .with(Operand::Out, out.raw());
+                        self.run_pass(pass, &ops).map_err(|stop| bad(pass, stop))?;
+                    }
+                },
+            }
+        }
+        if !partial_outputs.is_empty() {
+            let out = out
+                .dense_bytes_mut()
+                .expect("partial outputs are made for dense outputs only");
+            partials::fold(key.reduction(), key.dtype(), out, &partial_outputs);
+        }
+        Ok(())
+    }
+
+    /// Out-of-place scatter's first step, `out = data`: a parallel `memcpy` when both are
+    /// row-major, the compiled copy pass otherwise.
+    fn copy(&self, out: &mut TensorViewMut<'_>, data: &TensorView<'_>) -> Result<()> {
+        if let (Some(from), Some(to)) = (data.dense_bytes(), out.dense_bytes_mut()) {
+            const CHUNK: usize = 1 << 20;
+            if to.len() >= 2 * CHUNK && rayon::current_num_threads() > 1 {
+                to.par_chunks_mut(CHUNK)
+                    .zip(from.par_chunks(CHUNK))
+                    .for_each(|(to, from)| to.copy_from_slice(from));
+            } else {
+                to.copy_from_slice(from);
+            }
+            return Ok(());
+        }
+        let ops = Operands::default()
+            .with(Operand::Data, data.raw())
+            .with(Operand::Out, out.raw());
+        self.run_pass(PassKind::Copy, &ops)
+            .map_err(|stop| match stop {
+                Stop::Failed(e) => e,
+                // Invariant: the copy pass reads no index, so it has no bad-index exit.
+                Stop::BadIndex(_) => unreachable!("the copy pass reads no index"),
+            })
+    }
+
+    /// Every index in bounds, or the first bad one (row-major) as an error: a host scan for
+    /// indices that are row-major once their broadcast dims are dropped (each distinct
+    /// index is scanned once), the compiled check pass for other strided ones.
+    pub(super) fn check_indices(
+        &self,
+        data_shape: &[usize],
+        indices: &TensorView<'_>,
+    ) -> Result<()> {
+        let size = data_shape[self.plan.key.axis()];
+        let (compact, kept) = indices.compacted();
+        if let Some(bytes) = compact.dense_bytes() {
+            return match check::first_bad(indices.dtype(), bytes, size) {
+                None => Ok(()),
+                Some(flat) => {
+                    // The first occurrence of that element: 0 along the dropped dims.
+                    let mut position = vec![0; indices.shape().len()];
+                    for (&d, p) in kept.iter().zip(unravel(flat, compact.shape())) {
+                        position[d] = p;
+                    }
+                    Err(self.index_error(indices, position, size))
+                }
+            };
+        }
+        // The check reads only indices; the bound comes from data's shape.
+        let strides = vec![0isize; data_shape.len()];
+        let ops = Operands::default()
+            .with(Operand::Indices, indices.raw())
+            .with(
+                Operand::Data,
+                RawOperand {
+                    address: Address::Read(std::ptr::null()),
+                    shape: data_shape,
+                    strides: &strides,
+                },
+            );
+        self.run_pass(PassKind::Check, &ops)
+            .map_err(|stop| self.bad_index(PassKind::Check, stop, data_shape, indices))
+    }
+}

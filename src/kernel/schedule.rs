@@ -1,0 +1,417 @@
+//! How a pass runs over the current rayon pool: whole, split into chunks along one loop
+//! ([`split`]), reduced into per-thread partial outputs ([`partial_split`]), or bucket by
+//! bucket on the parallel engine (`crate::engine`).
+
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use rayon::prelude::*;
+
+use scatterjit_ir::{checked_numel, Combine, KernelKey, LoopNest, OpKind, Operand, PassKind};
+
+use super::bind::{bind, variant_of, Operands};
+use super::call::{pointers, Call};
+use super::report::{domain_position, Stop};
+use super::Kernel;
+use crate::abi::{self, ParamLayout, Variant};
+use crate::engine::{self, Buckets};
+use crate::partials;
+use crate::tensor::{self, RawOperand, TensorView};
+
+/// Domains with fewer elements than twice this run on the calling thread: below it, waking
+/// the pool costs more than the work. A chunk has at least this many elements.
+static PARALLEL_GRAIN: AtomicI64 = AtomicI64::new(1 << 15);
+
+/// Sets the smallest chunk of a parallel pass, in elements (default 32768). Results do not
+/// depend on it; tests lower it so that small problems exercise the parallel split.
+#[doc(hidden)]
+pub fn set_parallel_grain(elements: usize) {
+    PARALLEL_GRAIN.store(elements.clamp(1, 1 << 40) as i64, Ordering::Relaxed);
+}
+
+/// How a pass is cut into chunks that run in parallel: loop `level` (in the bound loop
+/// order) is split into `chunks` contiguous ranges.
+pub(super) struct Split {
+    pub(super) level: usize,
+    chunks: usize,
+    /// Per access: `(operand slot, byte stride along the split loop)`.
+    pub(super) steps: Vec<(usize, isize)>,
+    /// Chunks start at multiples of this many counters (a cache line of the widest access
+    /// when the split cuts rows), so that no two threads write one line.
+    align: i64,
+}
+
+impl Split {
+    /// The first counter of chunk `c` along the split loop of extent `dim`.
+    pub(super) fn start(&self, dim: i64, c: usize) -> i64 {
+        if c >= self.chunks {
+            return dim;
+        }
+        let even = (dim as i128 * c as i128 / self.chunks as i128) as i64;
+        even / self.align * self.align
+    }
+}
+
+/// A split of the innermost loop gives each chunk at least this many bytes of its widest
+/// access: whole pages, never slivers of a short row.
+const MIN_ROW_CHUNK: usize = 4096;
+
+/// Chunks per thread, so that a thread that finishes early takes another.
+const CHUNKS_PER_THREAD: usize = 4;
+
+/// Chooses how to split `nest` over the current rayon pool, or `None` to run it whole.
+///
+/// Only loops whose chunks own disjoint destination elements may be split: any loop of a
+/// pass without an indexed destination (copy, check, the gathers) and, for scatter passes,
+/// any loop but the axis. Each chunk runs the same loop nest on a sub-range in the same
+/// order, so every destination element sees the same updates in the same order as on one
+/// thread, and results are bit-identical.
+fn split(
+    key: &KernelKey,
+    nest: &LoopNest,
+    layout: &ParamLayout,
+    params: &[i64],
+    order: &[usize],
+) -> Option<Split> {
+    let threads = rayon::current_num_threads();
+    let grain = PARALLEL_GRAIN.load(Ordering::Relaxed);
+    let depth = layout.depth;
+    let dims = &params[..depth];
+    let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    if threads < 2 || work < 2 * grain {
+        return None;
+    }
+    let indexed_dest = nest
+        .dest
+        .as_ref()
+        .is_some_and(|dest| dest.indexed_dim().is_some());
+    let splittable = |n: usize| !(indexed_dest && order[n] == key.axis()) && dims[n] >= 2;
+    let level = (0..depth).find(|&n| splittable(n))?;
+    let steps = steps(key, layout, params, level);
+    let max_chunks = (work / grain) as usize;
+    let mut chunks = (threads * CHUNKS_PER_THREAD)
+        .min(dims[level] as usize)
+        .min(max_chunks);
+    let mut align = 1;
+    if level + 1 == depth {
+        // Innermost splits cut rows: chunks of whole pages, starting on cache lines.
+        let widest = steps
+            .iter()
+            .map(|s| s.1.unsigned_abs())
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        chunks = chunks.min(dims[level] as usize * widest / MIN_ROW_CHUNK);
+        if widest.is_power_of_two() && widest <= 64 {
+            align = (64 / widest) as i64;
+        }
+    }
+    (chunks >= 2).then_some(Split {
+        level,
+        chunks,
+        steps,
+        align,
+    })
+}
+
+/// Per access: `(operand slot, byte stride along loop level)`.
+fn steps(
+    key: &KernelKey,
+    layout: &ParamLayout,
+    params: &[i64],
+    level: usize,
+) -> Vec<(usize, isize)> {
+    layout
+        .accesses
+        .iter()
+        .map(|slots| {
+            let bytes = abi::element_size(key, slots.operand) as isize;
+            let stride = params[slots.strides_at + level] as isize;
+            (slots.operand as usize, stride * bytes)
+        })
+        .collect()
+}
+
+/// How to cut a scatter's apply pass along its axis into chunks that reduce into partial
+/// outputs (see `crate::partials`); for when [`split`] found no other loop to split.
+///
+/// Each chunk but the first costs an output-sized fill and fold, so the output must be
+/// small beside the work: at most a quarter of a chunk's elements.
+fn partial_split(
+    key: &KernelKey,
+    nest: &LoopNest,
+    layout: &ParamLayout,
+    params: &[i64],
+    order: &[usize],
+    out: &RawOperand<'_>,
+) -> Option<Split> {
+    let Combine::Reduce(reduction) = nest.combine else {
+        return None;
+    };
+    if nest.pass != PassKind::Apply
+        || !partials::qualifies(reduction, key.dtype())
+        || !tensor::is_dense(out.shape, out.strides)
+    {
+        return None;
+    }
+    let threads = rayon::current_num_threads() as i64;
+    let grain = PARALLEL_GRAIN.load(Ordering::Relaxed);
+    let dims = &params[..layout.depth];
+    let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    let out_numel = out
+        .shape
+        .iter()
+        .try_fold(1i64, |acc, &d| acc.checked_mul(d as i64))?
+        .max(1);
+    let level = order.iter().position(|&d| d == key.axis())?;
+    let chunks = threads.min(dims[level] / grain).min(work / (4 * out_numel));
+    (chunks >= 2).then(|| Split {
+        level,
+        chunks: chunks as usize,
+        steps: steps(key, layout, params, level),
+        align: 1,
+    })
+}
+
+impl Kernel {
+    /// The engine's buckets (see `crate::engine`) for a scatter into data of `data_shape`
+    /// whose only parallelism is along its axis: few positions before the axis, slices
+    /// after it of at least a cache line and not so wide that they split well themselves,
+    /// many slices. `None` to take the ordinary split, and when the index is not uniform per
+    /// slice or holds a bad index.
+    ///
+    /// Narrower slices (a histogram's single elements) stay off the engine: each bucket
+    /// would walk every cache line of indices and updates to use a few bytes of each.
+    pub(super) fn buckets(
+        &self,
+        data_shape: &[usize],
+        indices: &TensorView<'_>,
+    ) -> Option<Buckets> {
+        const CACHE_LINE: usize = 64;
+        /// A bucket reads its slices' updates with gaps between them, the wider the more
+        /// buckets there are; two per thread balance load for little extra CPU time
+        /// (`scatter_add_gnn_expanded_f32` at 2 threads, CPU time per call over one
+        /// thread's: about +31% with 1 bucket per thread, +37% with 2, +59% with 4, +76%
+        /// with 8).
+        const BUCKETS_PER_THREAD: usize = 2;
+        /// Slices at least this wide split well along their own loops.
+        const WIDE_SLICE: usize = 16 << 10;
+        let key = &self.plan.key;
+        let threads = rayon::current_num_threads();
+        let grain = PARALLEL_GRAIN.load(Ordering::Relaxed) as usize;
+        let shape = indices.shape();
+        let axis = key.axis();
+        let work = checked_numel(shape).ok()?;
+        let outer: usize = shape[..axis].iter().product();
+        let slice_bytes = shape[axis + 1..].iter().product::<usize>() * key.dtype().size();
+        let wanted = key.kind() == OpKind::ScatterElements
+            && threads >= 2
+            && work >= 2 * grain
+            && outer < 4 * threads
+            && shape[axis] >= 2 * threads
+            && (CACHE_LINE..WIDE_SLICE).contains(&slice_bytes);
+        if !wanted {
+            return None;
+        }
+        engine::sort(
+            indices,
+            axis,
+            data_shape[axis],
+            BUCKETS_PER_THREAD * threads,
+        )
+    }
+
+    /// Fills the parameter block of `pass` from the operands' shapes and strides and calls it,
+    /// split over the current rayon pool when the pass is large enough (see [`split`]).
+    pub(super) fn run_pass(
+        &self,
+        pass: PassKind,
+        ops: &Operands<'_>,
+    ) -> std::result::Result<(), Stop> {
+        self.run_pass_with(pass, ops, None, None)
+    }
+
+    /// [`Self::run_pass`], and when `partial_outputs` is given, an apply pass that can be
+    /// split only along the axis may reduce into partial outputs (see [`partial_split`]),
+    /// which it leaves there for the caller to fold into the output. With `buckets`, a pass
+    /// that writes through the index runs on the engine (see `crate::engine`): each bucket
+    /// is one chunk, the listed form of the pass with the axis as its outermost loop.
+    pub(super) fn run_pass_with(
+        &self,
+        pass: PassKind,
+        ops: &Operands<'_>,
+        partial_outputs: Option<&mut Vec<Vec<u8>>>,
+        buckets: Option<&Buckets>,
+    ) -> std::result::Result<(), Stop> {
+        let Some(nest) = self.plan.pass(pass) else {
+            return Ok(());
+        };
+        let layout = ParamLayout::of(nest);
+        let indexed_dest = nest
+            .dest
+            .as_ref()
+            .is_some_and(|dest| dest.indexed_dim().is_some());
+        if let Some(buckets) = buckets.filter(|_| indexed_dest) {
+            return self.run_buckets(pass, nest, &layout, ops, buckets);
+        }
+        let (params, order) = bind(&self.plan.key, nest, &layout, ops, false);
+        let entry = self.entry(pass, variant_of(nest, &layout, &params, &order), false)?;
+        let call = Call {
+            entry,
+            pointers: pointers(ops),
+            params,
+        };
+        let key = &self.plan.key;
+        let plan = split(key, nest, &layout, &call.params, &order);
+        let partial = match (&plan, partial_outputs) {
+            (None, Some(partial_outputs)) => {
+                let out = ops.get(Operand::Out);
+                partial_split(key, nest, &layout, &call.params, &order, out)
+                    .map(|split| (split, partial_outputs))
+            }
+            _ => None,
+        };
+        let status = match plan {
+            None => match partial {
+                None => call.run(&layout, None),
+                Some((split, partial_outputs)) => {
+                    let Combine::Reduce(reduction) = nest.combine else {
+                        unreachable!("partial_split takes reductions only")
+                    };
+                    let out = ops.get(Operand::Out);
+                    let bytes = out.shape.iter().product::<usize>() * key.dtype().size();
+                    let mut buffers: Vec<Vec<u8>> = (1..split.chunks)
+                        .map(|_| partials::identity_buffer(reduction, key.dtype(), bytes))
+                        .collect();
+                    let calls: Vec<Call> = std::iter::once(None)
+                        .chain(buffers.iter_mut().map(Some))
+                        .map(|buffer| {
+                            let mut pointers = call.pointers;
+                            if let Some(buffer) = buffer {
+                                pointers[Operand::Out as usize] = buffer.as_mut_ptr();
+                            }
+                            Call {
+                                entry: call.entry,
+                                pointers,
+                                params: call.params.clone(),
+                            }
+                        })
+                        .collect();
+                    let status = (0..split.chunks)
+                        .into_par_iter()
+                        .map(|c| calls[c].run(&layout, Some((&split, c))))
+                        .find_first(|status| status.is_err())
+                        .unwrap_or(Ok(()));
+                    drop(calls);
+                    partial_outputs.extend(buffers);
+                    status
+                }
+            },
+            Some(split) => {
+                let chunks = split.chunks;
+                let first_bad = (0..chunks)
+                    .into_par_iter()
+                    .map(|c| call.run(&layout, Some((&split, c))))
+                    .find_first(|status| status.is_err());
+                match first_bad {
+                    // Chunks of the check pass may fail out of row-major order: the
+                    // sequential rerun names the first bad index.
+                    Some(Err(_)) if pass == PassKind::Check => call.run(&layout, None),
+                    Some(status) => status,
+                    None => Ok(()),
+                }
+            }
+        };
+        status.map_err(|counters| Stop::BadIndex(domain_position(counters, &order)))
+    }
+
+    /// A writing pass of a scatter on the engine: every bucket in parallel.
+    fn run_buckets(
+        &self,
+        pass: PassKind,
+        nest: &LoopNest,
+        layout: &ParamLayout,
+        ops: &Operands<'_>,
+        buckets: &Buckets,
+    ) -> std::result::Result<(), Stop> {
+        let (params, order) = bind(&self.plan.key, nest, layout, ops, true);
+        // A one-loop listed pass has no row to compile a variant for.
+        let variant = match layout.depth {
+            1 => Variant::Strided,
+            _ => variant_of(nest, layout, &params, &order),
+        };
+        let call = Call {
+            entry: self.entry(pass, variant, true)?,
+            pointers: pointers(ops),
+            params,
+        };
+        (0..buckets.len())
+            .into_par_iter()
+            .map(|b| call.run_listed(layout, buckets, b))
+            .find_first(|status| status.is_err())
+            .unwrap_or(Ok(()))
+            .map_err(|counters| Stop::BadIndex(domain_position(counters, &order)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::TensorViewMut;
+    use scatterjit_ir::{DType, Plan, Reduction};
+
+    #[test]
+    fn only_small_integer_outputs_of_axis_only_scatters_take_partials() {
+        let decide = |dtype: DType, data: &[usize], indices: &[usize]| -> Option<usize> {
+            let key = KernelKey::scatter_elements(
+                dtype,
+                DType::I64,
+                data.len(),
+                -1,
+                Reduction::Add,
+                true,
+            )
+            .unwrap();
+            let plan = Plan::new(key);
+            let nest = plan.pass(PassKind::Apply).unwrap();
+            let layout = ParamLayout::of(nest);
+            let numel = |s: &[usize]| s.iter().product::<usize>();
+            let mut out = vec![0u8; numel(data) * dtype.size()];
+            let idx = vec![0u8; numel(indices) * 8];
+            let upd = vec![0u8; numel(indices) * dtype.size()];
+            let strides = |s: &[usize]| -> Vec<isize> {
+                scatterjit_ir::row_major_strides(s)
+                    .iter()
+                    .map(|&x| x as isize)
+                    .collect()
+            };
+            let (ds, is) = (strides(data), strides(indices));
+            let mut ov = TensorViewMut::new(dtype, data, &ds, 0, &mut out).unwrap();
+            let iv = TensorView::new(DType::I64, indices, &is, 0, &idx).unwrap();
+            let uv = TensorView::new(dtype, indices, &is, 0, &upd).unwrap();
+            let ops = Operands::default()
+                .with(Operand::Indices, iv.raw())
+                .with(Operand::Updates, uv.raw())
+                .with(Operand::Out, ov.raw());
+            let (params, order) = bind(&key, nest, &layout, &ops, false);
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                assert!(split(&key, nest, &layout, &params, &order).is_none());
+                let out = RawOperand {
+                    address: crate::tensor::Address::Read(std::ptr::null()),
+                    shape: data,
+                    strides: &ds,
+                };
+                partial_split(&key, nest, &layout, &params, &order, &out).map(|s| s.chunks)
+            })
+        };
+        let grain = 1 << 15;
+        assert_eq!(decide(DType::I64, &[1, 1000], &[1, 4 * grain]), Some(2));
+        assert_eq!(decide(DType::Bool, &[1000], &[4 * grain]), Some(2));
+        // Float sums must stay in order; a big output costs more to fold than it saves.
+        assert_eq!(decide(DType::F32, &[1, 1000], &[1, 4 * grain]), None);
+        assert_eq!(decide(DType::I64, &[1, grain], &[1, 2 * grain]), None);
+    }
+}
