@@ -93,13 +93,13 @@ typedef struct sj_args {
 /* Status codes. On any error other than the index check's, nothing is read or written;
  * on SJ_ERR_INDEX_OUT_OF_BOUNDS, out is unchanged (all indices are checked first). */
 #define SJ_OK 0
-#define SJ_ERR_NULL_POINTER 1        /* a NULL args, tensor, shape, or data of a non-empty tensor */
+#define SJ_ERR_NULL_POINTER 1        /* a NULL args, tensor, shape, data of a non-empty tensor, or needed workspace */
 #define SJ_ERR_DEVICE 2              /* a tensor not on the CPU */
 #define SJ_ERR_DTYPE 3               /* a dtype other than the kernel's */
 #define SJ_ERR_RANK 4                /* an ndim other than the kernel's */
 #define SJ_ERR_SHAPE 5               /* dims that break the op's shape rules, or negative */
 #define SJ_ERR_INDEX_OUT_OF_BOUNDS 6 /* an index outside [-s, s); see sj_args.bad_index */
-#define SJ_ERR_OVERLAP 7             /* out shares memory with an input */
+#define SJ_ERR_OVERLAP 7             /* out shares memory with an input, or the workspace with a tensor */
 #define SJ_ERR_KEY 8                 /* (C ABI) a kernel key that does not parse or is unsupported */
 #define SJ_ERR_INTERNAL 9            /* (C ABI) a bug in scatterjit */
 #define SJ_ERR_RESOURCE 10           /* a buffer over its size limit, out of memory, or too small a workspace */

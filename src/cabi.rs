@@ -65,8 +65,8 @@ pub const DEVICE_CPU: i32 = 1;
 pub enum Status {
     /// The call succeeded.
     Ok = 0,
-    /// A required pointer is null (an argument, a descriptor, a shape, or the data of a
-    /// tensor that has elements).
+    /// A required pointer is null (an argument, a descriptor, a shape, the data of a
+    /// tensor that has elements, or a workspace an ahead-of-time entry needs).
     NullPointer = 1,
     /// A tensor is not in CPU memory.
     Device = 2,
@@ -78,7 +78,8 @@ pub enum Status {
     Shape = 5,
     /// An index is outside `[-s, s)`; its position is in [`SjArgs::bad_index`].
     IndexOutOfBounds = 6,
-    /// The output overlaps an input (other than data for an in-place scatter).
+    /// The output overlaps an input (other than data for an in-place scatter), or an
+    /// ahead-of-time entry's workspace overlaps a tensor.
     Overlap = 7,
     /// The kernel key does not parse or names an unsupported kernel.
     Key = 8,

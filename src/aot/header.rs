@@ -49,7 +49,8 @@ pub(super) fn header(keys: &[KernelKey]) -> String {
  * and is reentrant; it needs only memcpy from the C library. A kernel that needs scratch
  * memory (mean: a sum and a count per element of out) takes it from args->workspace,
  * of at least the bytes its sj_<key>_workspace_bytes(out) returns (SJ_ERR_RESOURCE if
- * smaller, SJ_ERR_OVERLAP if it shares memory with a tensor); the others ignore it.
+ * smaller, SJ_ERR_NULL_POINTER if NULL, SJ_ERR_OVERLAP if it shares memory with a
+ * tensor); the others ignore it.
  *
  * Kernels:
 {count} */
