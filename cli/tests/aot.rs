@@ -35,7 +35,8 @@ const CASES: &[(&str, &str)] = &[
     ("gather_bad_index", "gather.f32.i64.r2.q2.a0"),
 ];
 
-/// The misuse calls of `tests/c/aot_test.c` and the status each must return.
+/// The misuse calls of `tests/c/aot_test.c` (and one edge that must succeed) and the
+/// status each must return.
 const MISUSES: &[(&str, i32)] = &[
     ("null_args", 1),
     ("null_tensor", 1),
@@ -51,6 +52,7 @@ const MISUSES: &[(&str, i32)] = &[
     ("workspace_too_small", 10),
     ("workspace_null", 1),
     ("workspace_overlaps_out", 7),
+    ("empty_mean_without_workspace", 0),
 ];
 
 /// Runs `scatterjit aot` with `args`; panics with its stderr unless it succeeds.

@@ -188,6 +188,12 @@ int main(void) {
     a.out = &so2;
     a.workspace = shared + 4;
     misuse("workspace_overlaps_out", mean, &a, shared, 12);
+    /* An empty output needs no workspace. */
+    int64_t s04[2] = {0, 4}, s02[2] = {0, 2};
+    sj_tensor ed = T(sdata, SJ_DTYPE_F32, 2, s04, NULL), ei = T(mean_idx, SJ_DTYPE_I64, 2, s02, NULL),
+              eu = T(supd, SJ_DTYPE_F32, 2, s02, NULL), eo = T(mean_out, SJ_DTYPE_F32, 2, s04, NULL);
+    sj_args empty = {&ed, &ei, &eu, &eo, {0}, NULL, 0};
+    misuse("empty_mean_without_workspace", mean, &empty, mean_out, 0);
     free(workspace);
     return 0;
 }
