@@ -38,7 +38,7 @@ pub struct Limits {
     /// free functions; `run_into` and in-place calls write caller memory and allocate none).
     pub max_output_bytes: u64,
     /// The most scratch memory a call allocates, in bytes (`mean`'s per-element sums and
-    /// counts).
+    /// counts, the per-thread partial outputs of a reduction split along its axis).
     pub max_scratch_bytes: u64,
 }
 

@@ -3,7 +3,7 @@
 //! dtype codes. `include/scatterjit_abi.h` declares the same types for C; a test checks
 //! that its offsets and constants agree with these.
 
-use scatterjit_ir::{DType, DTypeClass, Error as IrError, OpKind, MAX_RANK};
+use scatterjit_ir::{DType, DTypeClass, Error as IrError, Mismatch, OpKind, TensorRole, MAX_RANK};
 
 use crate::error::Error;
 
@@ -111,21 +111,30 @@ impl Status {
         match error {
             Error::Invalid(invalid) => match invalid {
                 IrError::IndexOutOfBounds { .. } => Status::IndexOutOfBounds,
+                IrError::KernelMismatch { mismatch, .. } => match mismatch {
+                    Mismatch::DType { .. } => Status::DType,
+                    Mismatch::Rank { .. } => Status::Rank,
+                },
                 IrError::UnknownDType { .. }
                 | IrError::IndexDType { .. }
                 | IrError::DTypeMismatch { .. }
                 | IrError::UnsupportedDType { .. }
                 | IrError::UnsupportedReduction { .. } => Status::DType,
-                IrError::Rank { .. } => Status::Rank,
+                // A missing or unexpected updates tensor is one of the wrong rank to C.
+                IrError::Rank { .. }
+                | IrError::MissingUpdates { .. }
+                | IrError::UnexpectedUpdates { .. } => Status::Rank,
                 IrError::Overlap { .. } => Status::Overlap,
                 IrError::InvalidKey { .. }
+                | IrError::InPlaceUnsupported { .. }
                 | IrError::UnknownReduction { .. }
                 | IrError::AxisOutOfRange { .. } => Status::Key,
                 // Dims, sizes and views; any kind of invalid operand added later too.
                 _ => Status::Shape,
             },
             Error::LimitExceeded { .. } | Error::OutOfMemory { .. } => Status::Resource,
-            // Target errors come from ahead-of-time compilation, which the C ABI does not offer.
+            // Also a host Cranelift cannot target (the message says so); the C ABI offers no
+            // ahead-of-time targets.
             Error::Codegen { .. } | Error::Target { .. } => Status::Internal,
         }
     }
@@ -172,175 +181,38 @@ pub fn dtype_of_code(code: u32) -> Option<DType> {
         .find(|&d| dtype_code(d) == Some(code))
 }
 
-/// How a shape rule compares two dims.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Relation {
-    /// `<=`
-    AtMost,
-    /// `>=`
-    AtLeast,
-    /// `==`
-    Equal,
-}
-
-impl Relation {
-    /// The operator as C and the op's messages write it.
-    pub(crate) const fn symbol(self) -> &'static str {
-        match self {
-            Relation::AtMost => "<=",
-            Relation::AtLeast => ">=",
-            Relation::Equal => "==",
-        }
+/// The field of [`SjArgs`] that holds `role`'s descriptor, as C code and messages name it.
+pub(crate) const fn field(role: TensorRole) -> &'static str {
+    match role {
+        TensorRole::Data => "data",
+        TensorRole::Indices => "indices",
+        TensorRole::Updates => "updates",
+        TensorRole::Output => "out",
     }
-}
-
-/// An operand of a call, in [`SjArgs`] order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Role {
-    Data,
-    Indices,
-    Updates,
-    Out,
-}
-
-impl Role {
-    /// The field of [`SjArgs`] and its name.
-    pub(crate) const fn name(self) -> &'static str {
-        match self {
-            Role::Data => "data",
-            Role::Indices => "indices",
-            Role::Updates => "updates",
-            Role::Out => "out",
-        }
-    }
-}
-
-/// One shape rule: `tensor.shape[dim] relation other.shape[other_dim]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Rule {
-    pub tensor: Role,
-    pub dim: usize,
-    pub relation: Relation,
-    pub other: Role,
-    pub other_dim: usize,
 }
 
 /// The operands a kernel of `kind` takes, each with its rank under `key` (in `SjArgs`
 /// order).
-pub(crate) fn roles(key: &scatterjit_ir::KernelKey) -> Vec<(Role, usize)> {
+pub(crate) fn roles(key: &scatterjit_ir::KernelKey) -> Vec<(TensorRole, usize)> {
     let r = key.rank();
     match key.kind() {
         OpKind::ScatterElements => vec![
-            (Role::Data, r),
-            (Role::Indices, r),
-            (Role::Updates, r),
-            (Role::Out, r),
+            (TensorRole::Data, r),
+            (TensorRole::Indices, r),
+            (TensorRole::Updates, r),
+            (TensorRole::Output, r),
         ],
         OpKind::GatherElements | OpKind::Gather => vec![
-            (Role::Data, r),
-            (Role::Indices, key.index_rank()),
-            (Role::Out, key.out_rank()),
+            (TensorRole::Data, r),
+            (TensorRole::Indices, key.index_rank()),
+            (TensorRole::Output, key.out_rank()),
         ],
-    }
-}
-
-/// The shape rules of `key`'s op (`Op::validate`'s, with the output's shape as a rule
-/// too), which a call's dims must meet.
-pub(crate) fn shape_rules(key: &scatterjit_ir::KernelKey) -> Vec<Rule> {
-    let r = key.rank();
-    let axis = key.axis();
-    let rule = |tensor, dim, relation, other, other_dim| Rule {
-        tensor,
-        dim,
-        relation,
-        other,
-        other_dim,
-    };
-    let off_axis = (0..r)
-        .filter(|&d| d != axis)
-        .map(|d| rule(Role::Indices, d, Relation::AtMost, Role::Data, d));
-    match key.kind() {
-        OpKind::ScatterElements => off_axis
-            .chain((0..r).map(|d| rule(Role::Updates, d, Relation::AtLeast, Role::Indices, d)))
-            .chain((0..r).map(|d| rule(Role::Out, d, Relation::Equal, Role::Data, d)))
-            .collect(),
-        OpKind::GatherElements => off_axis
-            .chain((0..r).map(|d| rule(Role::Out, d, Relation::Equal, Role::Indices, d)))
-            .collect(),
-        OpKind::Gather => {
-            let q = key.index_rank();
-            (0..axis)
-                .map(|d| rule(Role::Out, d, Relation::Equal, Role::Data, d))
-                .chain((0..q).map(|j| rule(Role::Out, axis + j, Relation::Equal, Role::Indices, j)))
-                .chain(
-                    (axis + 1..r)
-                        .map(|d| rule(Role::Out, d + q - 1, Relation::Equal, Role::Data, d)),
-                )
-                .collect()
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use scatterjit_ir::{KernelKey, Meta, Reduction};
-
-    /// `Op::validate` and the rules agree on every small shape combination of a few keys.
-    #[test]
-    fn shape_rules_agree_with_validation() {
-        let keys = [
-            KernelKey::scatter_elements(DType::F32, DType::I64, 2, 1, Reduction::Add, true)
-                .unwrap(),
-            KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap(),
-            KernelKey::gather(DType::F32, DType::I64, 2, 1, 1).unwrap(),
-            KernelKey::gather(DType::F32, DType::I64, 2, 2, 0).unwrap(),
-            KernelKey::gather(DType::F32, DType::I64, 1, 0, 0).unwrap(),
-        ];
-        for key in keys {
-            let roles = roles(&key);
-            let ranks: Vec<usize> = roles.iter().map(|r| r.1).collect();
-            let total: usize = ranks.iter().sum();
-            // Every assignment of dims in 0..3 to every dim of every operand.
-            for mut code in 0..3usize.pow(total as u32) {
-                let mut shapes: Vec<Vec<usize>> = Vec::new();
-                for &rank in &ranks {
-                    shapes.push(
-                        (0..rank)
-                            .map(|_| {
-                                let d = code % 3;
-                                code /= 3;
-                                d
-                            })
-                            .collect(),
-                    );
-                }
-                let shape = |role: Role| &shapes[roles.iter().position(|r| r.0 == role).unwrap()];
-                let holds = shape_rules(&key).iter().all(|rule| {
-                    let (a, b) = (
-                        shape(rule.tensor)[rule.dim],
-                        shape(rule.other)[rule.other_dim],
-                    );
-                    match rule.relation {
-                        Relation::AtMost => a <= b,
-                        Relation::AtLeast => a >= b,
-                        Relation::Equal => a == b,
-                    }
-                });
-                let op = key.op();
-                let updates = (key.kind() == OpKind::ScatterElements)
-                    .then(|| Meta::new(key.dtype(), shape(Role::Updates)));
-                let valid = op
-                    .validate(
-                        Meta::new(key.dtype(), shape(Role::Data)),
-                        Meta::new(key.index_dtype(), shape(Role::Indices)),
-                        updates,
-                    )
-                    .is_ok_and(|v| v.key == key && v.out_shape == *shape(Role::Out));
-                assert_eq!(holds, valid, "{key} with shapes {shapes:?}");
-            }
-        }
-    }
 
     #[test]
     fn dtype_codes_are_dlpack_codes() {

@@ -22,22 +22,26 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
     // vectorize with SSE2, which has no 64-bit compare. Larger `s` (possible only beside a
     // zero-size dim) take the compare.
     const FAST_UP_TO: usize = 1 << 61;
-    macro_rules! scan {
-        ($t:ty, $signed:expr) => {{
-            let size = std::mem::size_of::<$t>();
-            let read = |e: &[u8]| <$t>::from_le_bytes(e.try_into().expect("one element"));
-            let (bias, limit) = if $signed {
+    scatterjit_ir::match_integer!(
+        dtype,
+        T => {
+            let signed = T::MIN != 0;
+            let size = std::mem::size_of::<T>();
+            let read = |e: &[u8]| T::from_le_bytes(e.try_into().expect("one element"));
+            let (bias, limit) = if signed {
                 (s as u64, (s as u64).wrapping_mul(2))
             } else {
                 (0, s as u64)
             };
+            // The casts widen every index type; for i64 the first is the identity.
+            #[allow(clippy::unnecessary_cast)]
             let flags = |e: &[u8]| {
                 let u = (read(e) as i64 as u64).wrapping_add(bias);
                 !u.wrapping_sub(limit) | u
             };
             let bad = |e: &[u8]| {
                 let k = read(e) as i128;
-                k < if $signed { -(s as i128) } else { 0 } || k >= s as i128
+                k < if signed { -(s as i128) } else { 0 } || k >= s as i128
             };
             let block_bad = |block: &[u8]| {
                 if s <= FAST_UP_TO {
@@ -59,21 +63,9 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
                     .expect("the block holds a bad index");
                 n * BLOCK + at
             })
-        }};
-    }
-    // `as i64 as u64` sign-extends signed types and zero-extends unsigned ones; u64
-    // indices past i64::MAX keep their bits, so their top bit marks them bad.
-    match dtype {
-        DType::I8 => scan!(i8, true),
-        DType::I16 => scan!(i16, true),
-        DType::I32 => scan!(i32, true),
-        DType::I64 => scan!(i64, true),
-        DType::U8 => scan!(u8, false),
-        DType::U16 => scan!(u16, false),
-        DType::U32 => scan!(u32, false),
-        DType::U64 => scan!(u64, false),
+        },
         _ => unreachable!("validation admits only integer index dtypes"),
-    }
+    )
 }
 
 #[cfg(test)]

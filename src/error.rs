@@ -38,8 +38,9 @@ pub enum Error {
         /// Bytes asked for.
         bytes: u128,
     },
-    /// Ahead-of-time compilation cannot target this machine: an unsupported triple, or a
-    /// CPU feature its architecture does not know.
+    /// Cranelift cannot generate code for a machine: the host (no back end for its
+    /// architecture, or a CPU without a feature every back end needs), or an ahead-of-time
+    /// target (an unsupported triple, or a CPU feature its architecture does not know).
     Target {
         /// The triple as given, or `host`.
         target: String,
@@ -107,7 +108,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Buffer {
     /// The output tensor.
     Output,
-    /// Scratch memory (`mean`'s sums and counts).
+    /// Scratch memory (`mean`'s sums and counts, partial outputs of a split reduction).
     Scratch,
 }
 

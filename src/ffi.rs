@@ -11,9 +11,9 @@ use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use scatterjit_ir::{DType, Error as IrError, KernelKey, Meta, OpKind, MAX_RANK};
+use scatterjit_ir::{DType, Error as IrError, KernelKey, Meta, OpKind, TensorRole, MAX_RANK};
 
-use crate::cabi::{self, Role, SjArgs, SjTensor, Status, DEVICE_CPU};
+use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 use crate::error::Error;
 use crate::kernel::Kernel;
 use crate::tensor::{TensorView, TensorViewMut};
@@ -200,11 +200,11 @@ impl Described {
 /// entries.
 unsafe fn describe(
     t: *const SjTensor,
-    role: Role,
+    role: TensorRole,
     rank: usize,
     dtype: DType,
 ) -> Result<Described, Failure> {
-    let name = role.name();
+    let name = cabi::field(role);
     if t.is_null() {
         return Err(Failure(Status::NullPointer, format!("args.{name} is NULL")));
     }
@@ -332,19 +332,19 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
     let mut described = Vec::new();
     for (role, rank) in cabi::roles(&key) {
         let pointer = match role {
-            Role::Data => args.data,
-            Role::Indices => args.indices,
-            Role::Updates => args.updates,
-            Role::Out => args.out,
+            TensorRole::Data => args.data,
+            TensorRole::Indices => args.indices,
+            TensorRole::Updates => args.updates,
+            TensorRole::Output => args.out,
         };
         let dtype = match role {
-            Role::Indices => key.index_dtype(),
+            TensorRole::Indices => key.index_dtype(),
             _ => key.dtype(),
         };
         // SAFETY: forwarded from the caller's promise.
         described.push((role, unsafe { describe(pointer, role, rank, dtype)? }));
     }
-    let get = |role: Role| {
+    let get = |role: TensorRole| {
         described
             .iter()
             .find(|d| d.0 == role)
@@ -355,30 +355,31 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
     fn meta(d: &Described) -> Meta<'_> {
         Meta::new(d.dtype, &d.shape)
     }
-    let updates_meta = (key.kind() == OpKind::ScatterElements).then(|| meta(get(Role::Updates)));
+    let updates_meta =
+        (key.kind() == OpKind::ScatterElements).then(|| meta(get(TensorRole::Updates)));
     let out_shape = kernel.validate_meta(
-        meta(get(Role::Data)),
-        meta(get(Role::Indices)),
+        meta(get(TensorRole::Data)),
+        meta(get(TensorRole::Indices)),
         updates_meta,
     )?;
-    kernel.check_out(meta(get(Role::Out)), &out_shape)?;
-    let out = get(Role::Out);
-    let data = get(Role::Data);
+    kernel.check_out(meta(get(TensorRole::Output)), &out_shape)?;
+    let out = get(TensorRole::Output);
+    let data = get(TensorRole::Data);
     let in_place = key.kind() == OpKind::ScatterElements
         && out.start == data.start
         && out.len == data.len
         && out.offset == data.offset
         && out.shape == data.shape
         && out.strides == data.strides;
-    for (role, input) in described.iter().filter(|d| d.0 != Role::Out) {
+    for (role, input) in described.iter().filter(|d| d.0 != TensorRole::Output) {
         let shared = out.len > 0
             && input.len > 0
             && out.bytes().start < input.bytes().end
             && input.bytes().start < out.bytes().end;
-        if shared && !(in_place && *role == Role::Data) {
+        if shared && !(in_place && *role == TensorRole::Data) {
             return Err(Failure(
                 Status::Overlap,
-                format!("out shares memory with {}", role.name()),
+                format!("out shares memory with {}", cabi::field(*role)),
             ));
         }
     }
@@ -398,9 +399,9 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
     let mut out_view =
         TensorViewMut::new(out.dtype, &out.shape, &out.strides, out.offset, out_bytes)
             .map_err(|e| Failure(Status::Overlap, format!("out: {e}")))?;
-    let indices = view(get(Role::Indices))?;
+    let indices = view(get(TensorRole::Indices))?;
     let updates = match key.kind() {
-        OpKind::ScatterElements => Some(view(get(Role::Updates))?),
+        OpKind::ScatterElements => Some(view(get(TensorRole::Updates))?),
         _ => None,
     };
     let result = if in_place {

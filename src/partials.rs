@@ -9,7 +9,10 @@
 
 use rayon::prelude::*;
 
-use scatterjit_ir::{DType, DTypeClass, Reduction};
+use scatterjit_ir::{DType, DTypeClass, Element, OpKind, Reduction};
+
+use crate::alloc;
+use crate::error::{Buffer, Result};
 
 /// Whether `reduction` on `dtype` may be split into partial outputs.
 pub(crate) fn qualifies(reduction: Reduction, dtype: DType) -> bool {
@@ -22,12 +25,34 @@ pub(crate) fn qualifies(reduction: Reduction, dtype: DType) -> bool {
     )
 }
 
-/// An output-sized buffer of `bytes` bytes holding the reduction's identity everywhere.
-pub(crate) fn identity_buffer(reduction: Reduction, dtype: DType, bytes: usize) -> Vec<u8> {
+/// `count` output-sized buffers of `bytes` bytes each, holding the reduction's identity
+/// everywhere. They are the call's scratch: all of them together are checked against the
+/// scratch cap of [`crate::Limits`] before the first is allocated, and each is allocated
+/// fallibly. Partial outputs only speed a call up: the kernel runs the pass unsplit
+/// instead when they are refused.
+pub(crate) fn identity_buffers(
+    op: OpKind,
+    reduction: Reduction,
+    dtype: DType,
+    bytes: usize,
+    count: usize,
+) -> Result<Vec<Vec<u8>>> {
+    alloc::check(op, Buffer::Scratch, bytes as u128 * count as u128)?;
     let identity = reduction
         .identity_bytes(dtype)
         .expect("qualifying reductions have an identity");
-    identity.iter().copied().cycle().take(bytes).collect()
+    (0..count)
+        .map(|_| {
+            let mut buffer: Vec<u8> = alloc::zeroed(op, Buffer::Scratch, bytes)?;
+            // Fresh zeroed pages cost nothing until written: fill only a non-zero identity.
+            if identity.iter().any(|&b| b != 0) {
+                for (b, &i) in buffer.iter_mut().zip(identity.iter().cycle()) {
+                    *b = i;
+                }
+            }
+            Ok(buffer)
+        })
+        .collect()
 }
 
 /// `out = out ⊕ partial` for each partial in order, element by element.
@@ -44,44 +69,31 @@ pub(crate) fn fold(reduction: Reduction, dtype: DType, out: &mut [u8], partials:
 }
 
 fn fold_block(reduction: Reduction, dtype: DType, size: usize, out: &mut [u8], from: &[u8]) {
-    macro_rules! each {
-        ($t:ty, $f:expr) => {{
-            let f: fn($t, $t) -> $t = $f;
-            for (o, p) in out.chunks_exact_mut(size).zip(from.chunks_exact(size)) {
-                let a = <$t>::from_le_bytes(o.try_into().expect("element-sized"));
-                let b = <$t>::from_le_bytes(p.try_into().expect("element-sized"));
-                o.copy_from_slice(&f(a, b).to_le_bytes());
-            }
-        }};
+    fn each<T: Element>(size: usize, out: &mut [u8], from: &[u8], f: fn(T, T) -> T) {
+        for (o, p) in out.chunks_exact_mut(size).zip(from.chunks_exact(size)) {
+            f(T::read_le(o), T::read_le(p)).write_le(o);
+        }
     }
-    macro_rules! integer {
-        ($t:ty) => {
-            match reduction {
-                Reduction::Add => each!($t, |a, b| a.wrapping_add(b)),
-                Reduction::Mul => each!($t, |a, b| a.wrapping_mul(b)),
-                Reduction::Max => each!($t, |a, b| a.max(b)),
-                Reduction::Min => each!($t, |a, b| a.min(b)),
+    scatterjit_ir::match_integer!(
+        dtype,
+        T => {
+            let f: fn(T, T) -> T = match reduction {
+                Reduction::Add => |a, b| a.wrapping_add(b),
+                Reduction::Mul => |a, b| a.wrapping_mul(b),
+                Reduction::Max => |a, b| a.max(b),
+                Reduction::Min => |a, b| a.min(b),
                 _ => unreachable!("{reduction} does not qualify"),
-            }
-        };
-    }
-    match dtype {
-        DType::I8 => integer!(i8),
-        DType::I16 => integer!(i16),
-        DType::I32 => integer!(i32),
-        DType::I64 => integer!(i64),
-        DType::U8 => integer!(u8),
-        DType::U16 => integer!(u16),
-        DType::U32 => integer!(u32),
-        DType::U64 => integer!(u64),
+            };
+            each(size, out, from, f)
+        },
         // Bools are 0 or 1: add and max are or, mul and min are and.
         DType::Bool => match reduction {
-            Reduction::Add | Reduction::Max => each!(u8, |a, b| a | b),
-            Reduction::Mul | Reduction::Min => each!(u8, |a, b| a & b),
+            Reduction::Add | Reduction::Max => each::<u8>(size, out, from, |a, b| a | b),
+            Reduction::Mul | Reduction::Min => each::<u8>(size, out, from, |a, b| a & b),
             _ => unreachable!("{reduction} does not qualify"),
         },
         _ => unreachable!("{dtype} does not qualify"),
-    }
+    )
 }
 
 #[cfg(test)]
@@ -106,8 +118,48 @@ mod tests {
             .map(|c| i16::from_le_bytes([c[0], c[1]]))
             .collect();
         assert_eq!(got, [7, 5, i16::MIN + 1]);
-        assert_eq!(identity_buffer(Reduction::Min, DType::U8, 3), [255; 3]);
+        let buffers =
+            identity_buffers(OpKind::ScatterElements, Reduction::Min, DType::U8, 3, 2).unwrap();
+        assert_eq!(buffers, [[255; 3], [255; 3]]);
+        let buffers =
+            identity_buffers(OpKind::ScatterElements, Reduction::Mul, DType::I16, 4, 1).unwrap();
+        assert_eq!(buffers, [[1, 0, 1, 0]]);
         assert!(!qualifies(Reduction::Add, DType::F32));
         assert!(qualifies(Reduction::Max, DType::Bool));
+    }
+
+    #[test]
+    fn partial_outputs_are_scratch_under_its_cap() {
+        let op = OpKind::ScatterElements;
+        let small = crate::Limits {
+            max_scratch_bytes: 1000,
+            ..crate::Limits::default()
+        };
+        crate::with_limits(small, || {
+            assert!(identity_buffers(op, Reduction::Add, DType::I32, 500, 2).is_ok());
+            // Three buffers of 500 bytes together are over the cap: none is allocated.
+            let e = identity_buffers(op, Reduction::Add, DType::I32, 500, 3).unwrap_err();
+            assert_eq!(
+                e,
+                crate::Error::LimitExceeded {
+                    op,
+                    buffer: Buffer::Scratch,
+                    bytes: 1500,
+                    limit: 1000
+                }
+            );
+        });
+        // Within the caps and beyond any address space: refused, not an abort.
+        #[cfg(not(miri))]
+        crate::with_limits(
+            crate::Limits {
+                max_output_bytes: u64::MAX,
+                max_scratch_bytes: u64::MAX,
+            },
+            || {
+                let e = identity_buffers(op, Reduction::Max, DType::I64, 1 << 62, 1).unwrap_err();
+                assert!(matches!(e, crate::Error::OutOfMemory { .. }), "{e}");
+            },
+        );
     }
 }

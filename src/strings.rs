@@ -160,7 +160,7 @@ mod tests {
             .run(&TensorView::from(&data), &(&indices).into(), None)
             .unwrap_err();
         assert!(
-            matches!(e, Error::Invalid(IrError::InvalidKey { .. })),
+            matches!(e, Error::Invalid(IrError::KernelMismatch { .. })),
             "{e}"
         );
     }

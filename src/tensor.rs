@@ -7,7 +7,8 @@
 use std::ops::Range;
 
 use scatterjit_ir::{
-    checked_numel, row_major_strides, DType, Error, Meta, Result, Tensor, TensorRole,
+    checked_nbytes, checked_numel, row_major_strides, DType, Error, Meta, Result, Tensor,
+    TensorRole,
 };
 
 /// The geometry shared by both view kinds.
@@ -273,24 +274,31 @@ impl<'a> TensorView<'a> {
         Meta::new(self.layout.dtype, &self.layout.shape)
     }
 
-    /// Copies the viewed elements into a new contiguous tensor.
-    pub fn to_tensor(&self) -> Tensor {
+    /// Copies the viewed elements into a new contiguous tensor. A broadcast view (stride 0)
+    /// may view far more elements than its buffer holds: a copy whose bytes overflow is
+    /// [`Error::ShapeOverflow`], one the allocator refuses [`Error::OutOfMemory`].
+    pub fn to_tensor(&self) -> Result<Tensor> {
         if self.dtype() == DType::String {
-            let mut out = Vec::with_capacity(self.numel());
+            let n = self.numel();
+            let mut out = Vec::new();
+            out.try_reserve_exact(n).map_err(|_| Error::OutOfMemory {
+                bytes: n.saturating_mul(std::mem::size_of::<String>()),
+            })?;
             for_each_offset(&self.layout.shape, &self.layout.strides, |off| {
                 out.push(self.strings[(self.layout.offset as isize + off) as usize].clone());
             });
-            return Tensor::from_strings(&self.layout.shape, out)
-                .expect("a view's elements form a tensor of its shape");
+            return Tensor::from_strings(&self.layout.shape, out);
         }
         let size = self.dtype().size();
-        let mut out = Vec::with_capacity(self.numel() * size);
+        let bytes = checked_nbytes(self.dtype(), &self.layout.shape)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(bytes)
+            .map_err(|_| Error::OutOfMemory { bytes })?;
         for_each_offset(&self.layout.shape, &self.layout.strides, |off| {
             let at = (self.layout.offset as isize + off) as usize * size;
             out.extend_from_slice(&self.bytes[at..at + size]);
         });
         Tensor::from_bytes(self.dtype(), self.layout.shape.clone(), out)
-            .expect("a view's elements form a tensor of its dtype and shape")
     }
 
     /// The bytes of the element at element `offset` from position 0 (a position's offset).
@@ -572,7 +580,7 @@ mod tests {
             let v = TensorView::new(DType::F32, &[0, 3], &strides, offset, &bytes).unwrap();
             assert_eq!(v.strides(), [0, 0]);
             assert!(v.dense_bytes().is_none_or(|b| b.is_empty()));
-            assert_eq!(v.to_tensor().shape(), [0, 3]);
+            assert_eq!(v.to_tensor().unwrap().shape(), [0, 3]);
             assert!(matches!(v.raw().address, Address::Read(p) if std::ptr::eq(p, bytes.as_ptr())));
         }
     }
@@ -603,9 +611,12 @@ mod tests {
     #[test]
     fn views_of_string_tensors_copy_back() {
         let mut t = Tensor::from_strings(&[2, 2], ["a", "", "ß", "🦀"]).unwrap();
-        assert_eq!(TensorView::from(&t).to_tensor(), t);
+        assert_eq!(TensorView::from(&t).to_tensor().unwrap(), t);
         let copy = t.clone();
-        assert_eq!(TensorViewMut::from(&mut t).as_view().to_tensor(), copy);
+        assert_eq!(
+            TensorViewMut::from(&mut t).as_view().to_tensor().unwrap(),
+            copy
+        );
     }
 
     #[test]
@@ -628,8 +639,31 @@ mod tests {
         let shape = [1usize << 63, 4, 0];
         for strides in [[0, 0, 0], [4, 1, 1]] {
             let v = TensorView::new(DType::F32, &shape, &strides, 0, &[]).unwrap();
-            assert_eq!(v.to_tensor().shape(), shape);
+            assert_eq!(v.to_tensor().unwrap().shape(), shape);
             assert!(v.dense_bytes().is_none_or(|b| b.is_empty()));
+        }
+    }
+
+    #[test]
+    fn copies_of_huge_broadcast_views_are_errors() {
+        // One element viewed 2^62 times: 2^64 bytes of f32 overflow.
+        let bytes = [0u8; 4];
+        let v = TensorView::new(DType::F32, &[1 << 62], &[0], 0, &bytes).unwrap();
+        let e = v.to_tensor().unwrap_err();
+        assert_eq!(
+            e,
+            Error::ShapeOverflow {
+                shape: vec![1 << 62]
+            }
+        );
+        // 2^60 bytes fit in an isize, and in no address space.
+        #[cfg(not(miri))]
+        {
+            let v = TensorView::new(DType::U8, &[1 << 30, 1 << 30], &[0, 0], 0, &bytes).unwrap();
+            assert_eq!(
+                v.to_tensor().unwrap_err(),
+                Error::OutOfMemory { bytes: 1 << 60 }
+            );
         }
     }
 }

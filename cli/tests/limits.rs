@@ -8,7 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::ffi::OsStr;
 
-use scatterjit::ir::{DType, Error as IrError, KernelKey, OpKind, Reduction, Tensor};
+use scatterjit::ir::{interp, DType, Error as IrError, KernelKey, OpKind, Reduction, Tensor};
 use scatterjit::{with_limits, Buffer, Error, KernelCache, Limits, TensorView};
 
 use crate::bad_input::inputs::{filled, sentinel};
@@ -280,6 +280,58 @@ fn allocation_failure_under_the_cap_is_an_error_not_an_abort() {
     // Owned tensors: the op IR's constructors fail the same way.
     let got = Tensor::zeros(DType::U8, vec![1 << 62]);
     assert_eq!(got.unwrap_err(), IrError::OutOfMemory { bytes: 1 << 62 });
+}
+
+/// The per-thread partial outputs of a histogram (a scatter that can be split only along
+/// its axis) are scratch: under a scratch cap too small for them the call runs unsplit, with
+/// the same result, and allocates none of them.
+#[test]
+fn partial_outputs_stay_under_the_scratch_cap() {
+    let key =
+        KernelKey::scatter_elements(DType::I32, DType::I64, 1, 0, Reduction::Add, true).unwrap();
+    let kernel = KernelCache::new().get(&key).unwrap();
+    // 64 KiB of bins, 2^18 updates: three chunks on three threads, each with its own bins.
+    let (bins, n) = (1usize << 14, 1usize << 18);
+    let positions: Vec<i64> = (0..n).map(|i| (i * 7919 % bins) as i64).collect();
+    let indices = Tensor::from_slice(&[n], &positions).unwrap();
+    let updates = Tensor::from_slice(&[n], &vec![3i32; n]).unwrap();
+    let data = filled(DType::I32, &[bins], 1);
+    let expected = interp::run(&key.op(), &data, &indices, Some(&updates)).unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    let run = |limits| {
+        pool.install(|| {
+            with_limits(limits, || {
+                let mut out = Tensor::zeros(DType::I32, vec![bins]).unwrap();
+                let (result, largest) = largest_during(|| {
+                    kernel.run_into(
+                        &mut (&mut out).into(),
+                        &(&data).into(),
+                        &(&indices).into(),
+                        Some(&(&updates).into()),
+                    )
+                });
+                result.unwrap();
+                (out, largest)
+            })
+        })
+    };
+    let bin_bytes = bins * 4;
+    let (split, largest) = run(Limits::default());
+    assert_eq!(split, expected);
+    assert!(largest >= bin_bytes, "no partial outputs: {largest} bytes");
+    let small = Limits {
+        max_scratch_bytes: 1024,
+        ..Limits::default()
+    };
+    let (unsplit, largest) = run(small);
+    assert_eq!(unsplit, expected);
+    assert!(
+        largest < bin_bytes,
+        "{largest} bytes under a 1 KiB scratch cap"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -4,6 +4,9 @@ use std::fmt::Debug;
 
 use crate::dtype::DType;
 
+/// The element types of f16 and bf16 (from the `half` crate).
+pub use half::{bf16, f16};
+
 /// A complex number of two f32 (ONNX `complex64`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]

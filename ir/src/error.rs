@@ -5,6 +5,7 @@ use std::fmt;
 use crate::dtype::DType;
 use crate::kind::{OpKind, TensorRole};
 use crate::reduction::Reduction;
+use crate::shape::Relation;
 
 /// Everything that can be wrong with an op's inputs. Messages are lowercase, name the op
 /// and the offending value and position, and end without a period.
@@ -38,6 +39,18 @@ pub enum Error {
         /// What the op expects, in words (`"the rank of data (2)"`, `"at least 1"`).
         expected: String,
     },
+    /// ScatterElements called without an updates tensor.
+    MissingUpdates {
+        /// The op.
+        op: OpKind,
+    },
+    /// A gather op called with an updates tensor, which it does not take.
+    UnexpectedUpdates {
+        /// The op.
+        op: OpKind,
+        /// The rank of the updates given.
+        rank: usize,
+    },
     /// An axis outside `[-rank, rank)`.
     AxisOutOfRange {
         /// The op.
@@ -47,7 +60,8 @@ pub enum Error {
         /// The rank it is normalized against.
         rank: usize,
     },
-    /// A dimension of one tensor that the op requires to be bounded by another's.
+    /// A dimension of one tensor that breaks one of the op's shape rules ([`crate::shape`])
+    /// with the same dimension of another.
     Shape {
         /// The op.
         op: OpKind,
@@ -57,8 +71,8 @@ pub enum Error {
         dim: usize,
         /// Its size.
         size: usize,
-        /// The relation that fails, as the op states it (`"<="`, `">="`, `"=="`).
-        relation: &'static str,
+        /// The relation that fails.
+        relation: Relation,
         /// The tensor it is compared with.
         other: TensorRole,
         /// The size of that tensor's dimension `dim`.
@@ -81,6 +95,24 @@ pub enum Error {
         expected: DType,
         /// Its dtype.
         actual: DType,
+    },
+    /// Operands the op accepts, given to a kernel compiled for other dtypes or ranks.
+    KernelMismatch {
+        /// The op.
+        op: OpKind,
+        /// The kernel's key, printed.
+        kernel: String,
+        /// The first operand (data, then indices) whose dtype or rank is not the kernel's.
+        tensor: TensorRole,
+        /// What differs.
+        mismatch: Mismatch,
+        /// The key of the kernel the operands need, printed.
+        needed: String,
+    },
+    /// An in-place call to a kernel of an op other than ScatterElements.
+    InPlaceUnsupported {
+        /// The kernel's op.
+        op: OpKind,
     },
     /// A reduction the dtype does not support (SPEC: "Reductions").
     UnsupportedReduction {
@@ -184,6 +216,11 @@ impl fmt::Display for Error {
                 rank,
                 expected,
             } => write!(f, "{op}: {tensor} has rank {rank}, expected {expected}"),
+            Error::MissingUpdates { op } => write!(f, "{op}: an updates tensor is required"),
+            Error::UnexpectedUpdates { op, rank } => write!(
+                f,
+                "{op}: takes no updates tensor, but one of rank {rank} was given"
+            ),
             Error::AxisOutOfRange { op, axis, rank } => write!(
                 f,
                 "{op}: axis {axis} is out of range for rank {rank} (expected {} to {})",
@@ -214,6 +251,20 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "{op}: {tensor} has dtype {actual}, expected data's dtype {expected}"
+            ),
+            Error::KernelMismatch {
+                op,
+                kernel,
+                tensor,
+                mismatch,
+                needed,
+            } => write!(
+                f,
+                "{op}: kernel {kernel} takes {tensor} of {mismatch}; the operands need kernel {needed}"
+            ),
+            Error::InPlaceUnsupported { op } => write!(
+                f,
+                "{op}: runs out of place only; in-place calls need a scatter_elements kernel"
             ),
             Error::UnsupportedReduction {
                 op,
@@ -272,6 +323,35 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// How an operand differs from what a kernel was compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mismatch {
+    /// Another dtype.
+    DType {
+        /// The kernel's.
+        expected: DType,
+        /// The operand's.
+        actual: DType,
+    },
+    /// Another rank.
+    Rank {
+        /// The kernel's.
+        expected: usize,
+        /// The operand's.
+        actual: usize,
+    },
+}
+
+/// `dtype f32, got i32` / `rank 2, got rank 3`.
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mismatch::DType { expected, actual } => write!(f, "dtype {expected}, got {actual}"),
+            Mismatch::Rank { expected, actual } => write!(f, "rank {expected}, got rank {actual}"),
+        }
+    }
+}
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

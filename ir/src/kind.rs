@@ -40,7 +40,10 @@ impl fmt::Display for OpKind {
     }
 }
 
-/// The role a tensor plays in an op; names tensors in messages.
+/// The role a tensor plays in an op; names tensors in messages. The C ABI's `SjArgs` has
+/// one field per role (the output's is `out`), and the loop nests'
+/// [`Operand`](crate::Operand) names the same tensors (the output is `Operand::Out`)
+/// besides `mean`'s scratch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TensorRole {
     /// The tensor read from (gather) or copied and updated (scatter).

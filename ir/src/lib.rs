@@ -2,7 +2,7 @@
 //!
 //! - [`DType`]: the one table of element types.
 //! - [`Op`], [`Reduction`]: ops and attributes as models state them; [`Op::validate`] checks
-//!   shapes and produces a [`KernelKey`].
+//!   shapes against the rule table of [`shape`] and produces a [`KernelKey`].
 //! - [`Plan`]: a key described as loop nests, the input of the code generator.
 //! - [`interp`]: the reference interpreter, the oracle of every test.
 #![forbid(unsafe_code)]
@@ -17,11 +17,12 @@ pub mod kind;
 pub mod loopnest;
 pub mod op;
 pub mod reduction;
+pub mod shape;
 pub mod tensor;
 
 pub use dtype::{DType, DTypeClass};
 pub use element::{Complex128, Complex64, Element};
-pub use error::{Error, Result};
+pub use error::{Error, Mismatch, Result};
 pub use key::{normalize_axis, KernelKey};
 pub use kind::{OpKind, TensorRole, MAX_RANK};
 pub use loopnest::{
@@ -29,4 +30,5 @@ pub use loopnest::{
 };
 pub use op::{checked_nbytes, checked_numel, Meta, Op, Validated};
 pub use reduction::{MeanAccumulator, Reduction};
+pub use shape::{DimRule, Relation};
 pub use tensor::{row_major_strides, unravel, Tensor};

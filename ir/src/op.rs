@@ -1,10 +1,11 @@
 //! The ops, their attributes, and shape validation / inference.
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{Error, Mismatch, Result};
 use crate::key::KernelKey;
 use crate::kind::{OpKind, TensorRole, MAX_RANK};
 use crate::reduction::Reduction;
+use crate::shape::{self, DimRule};
 
 /// An op with its attributes, as a model or framework states it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -133,67 +134,57 @@ impl Op {
             }
             Op::Gather { axis } => KernelKey::gather(data.dtype, indices.dtype, r, q, axis)?,
         };
-        let axis = key.axis();
         check_size(op, TensorRole::Data, data)?;
         check_size(op, TensorRole::Indices, indices)?;
-        let out_shape = match op {
-            OpKind::ScatterElements => {
-                let updates = match updates {
-                    Some(u) => u,
-                    None => {
-                        return Err(Error::Rank {
-                            op,
-                            tensor: TensorRole::Updates,
-                            rank: 0,
-                            expected: "an updates tensor".into(),
-                        })
-                    }
-                };
-                if updates.dtype != data.dtype {
-                    return Err(Error::DTypeMismatch {
-                        op,
-                        tensor: TensorRole::Updates,
-                        expected: data.dtype,
-                        actual: updates.dtype,
-                    });
-                }
-                check_same_rank(op, TensorRole::Indices, q, r)?;
-                check_same_rank(op, TensorRole::Updates, updates.shape.len(), r)?;
-                check_size(op, TensorRole::Updates, updates)?;
-                check_off_axis(op, indices.shape, data.shape, axis)?;
-                for d in 0..r {
-                    if updates.shape[d] < indices.shape[d] {
-                        return Err(Error::Shape {
-                            op,
-                            tensor: TensorRole::Updates,
-                            dim: d,
-                            size: updates.shape[d],
-                            relation: ">=",
-                            other: TensorRole::Indices,
-                            other_size: indices.shape[d],
-                        });
-                    }
-                }
-                data.shape.to_vec()
+        if op == OpKind::ScatterElements {
+            let updates = updates.ok_or(Error::MissingUpdates { op })?;
+            if updates.dtype != data.dtype {
+                return Err(Error::DTypeMismatch {
+                    op,
+                    tensor: TensorRole::Updates,
+                    expected: data.dtype,
+                    actual: updates.dtype,
+                });
             }
-            OpKind::GatherElements => {
-                check_same_rank(op, TensorRole::Indices, q, r)?;
-                check_off_axis(op, indices.shape, data.shape, axis)?;
-                indices.shape.to_vec()
-            }
-            OpKind::Gather => {
-                let mut out = data.shape[..axis].to_vec();
-                out.extend_from_slice(indices.shape);
-                out.extend_from_slice(&data.shape[axis + 1..]);
-                out
-            }
+        }
+        if op != OpKind::Gather {
+            check_same_rank(op, TensorRole::Indices, q, r)?;
+        }
+        if let (OpKind::ScatterElements, Some(updates)) = (op, updates) {
+            check_same_rank(op, TensorRole::Updates, updates.shape.len(), r)?;
+            check_size(op, TensorRole::Updates, updates)?;
+        }
+        // The rules between inputs in the table's order; the output's define its shape.
+        let shape_of = |tensor: TensorRole| match tensor {
+            TensorRole::Data => data.shape,
+            TensorRole::Indices => indices.shape,
+            TensorRole::Updates => updates.map_or(&[][..], |u| u.shape),
+            TensorRole::Output => unreachable!("no rule compares with the output"),
         };
-        if op != OpKind::ScatterElements && updates.is_some() {
-            return Err(Error::Rank {
+        let mut out_shape = vec![0; key.out_rank()];
+        for rule in key.shape_rules() {
+            let other_size = shape_of(rule.other)[rule.other_dim];
+            if rule.tensor == TensorRole::Output {
+                out_shape[rule.dim] = other_size;
+                continue;
+            }
+            let size = shape_of(rule.tensor)[rule.dim];
+            if !rule.relation.holds(size, other_size) {
+                return Err(Error::Shape {
+                    op,
+                    tensor: rule.tensor,
+                    dim: rule.dim,
+                    size,
+                    relation: rule.relation,
+                    other: rule.other,
+                    other_size,
+                });
+            }
+        }
+        if let (false, Some(updates)) = (op == OpKind::ScatterElements, updates) {
+            return Err(Error::UnexpectedUpdates {
                 op,
-                tensor: TensorRole::Updates,
-                rank: updates.map_or(0, |u| u.shape.len()),
-                expected: "no updates tensor".into(),
+                rank: updates.shape.len(),
             });
         }
         check_size(op, TensorRole::Output, Meta::new(data.dtype, &out_shape))?;
@@ -260,24 +251,13 @@ fn check_same_rank(op: OpKind, tensor: TensorRole, rank: usize, data_rank: usize
     Ok(())
 }
 
-fn check_off_axis(op: OpKind, indices: &[usize], data: &[usize], axis: usize) -> Result<()> {
-    for d in (0..data.len()).filter(|&d| d != axis) {
-        if indices[d] > data[d] {
-            return Err(Error::Shape {
-                op,
-                tensor: TensorRole::Indices,
-                dim: d,
-                size: indices[d],
-                relation: "<=",
-                other: TensorRole::Data,
-                other_size: data[d],
-            });
-        }
-    }
-    Ok(())
-}
-
 impl KernelKey {
+    /// The shape rules of this key's op on two dims each (see [`crate::shape`]), in the
+    /// order validation checks them.
+    pub fn shape_rules(&self) -> impl Iterator<Item = DimRule> {
+        shape::dim_rules(self.kind(), self.rank(), self.index_rank(), self.axis())
+    }
+
     /// The op this key computes, with its axis normalized.
     pub fn op(&self) -> Op {
         Op::new(
@@ -286,6 +266,52 @@ impl KernelKey {
             self.reduction(),
             self.use_init_val(),
         )
+    }
+
+    /// Validates operands for the kernel of this key: [`Op::validate`] of [`Self::op`], then
+    /// [`Error::KernelMismatch`] unless they have the dtypes and ranks the key fixes.
+    ///
+    /// ```
+    /// use scatterjit_ir::{DType, Error, KernelKey, Meta, Mismatch, TensorRole};
+    /// let key = KernelKey::gather_elements(DType::F32, DType::I64, 1, 0)?;
+    /// let data = Meta::new(DType::F64, &[3]);
+    /// let e = key.validate(data, Meta::new(DType::I64, &[2]), None).unwrap_err();
+    /// let Error::KernelMismatch { tensor, mismatch, .. } = &e else { panic!("{e}") };
+    /// assert_eq!(*tensor, TensorRole::Data);
+    /// assert_eq!(*mismatch, Mismatch::DType { expected: DType::F32, actual: DType::F64 });
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn validate(
+        &self,
+        data: Meta<'_>,
+        indices: Meta<'_>,
+        updates: Option<Meta<'_>>,
+    ) -> Result<Validated> {
+        let v = self.op().validate(data, indices, updates)?;
+        if v.key == *self {
+            return Ok(v);
+        }
+        // The op fixes kind, axis and reduction: only dtypes and ranks can differ.
+        let (tensor, mismatch) = if v.key.dtype() != self.dtype() {
+            let (expected, actual) = (self.dtype(), v.key.dtype());
+            (TensorRole::Data, Mismatch::DType { expected, actual })
+        } else if v.key.rank() != self.rank() {
+            let (expected, actual) = (self.rank(), v.key.rank());
+            (TensorRole::Data, Mismatch::Rank { expected, actual })
+        } else if v.key.index_dtype() != self.index_dtype() {
+            let (expected, actual) = (self.index_dtype(), v.key.index_dtype());
+            (TensorRole::Indices, Mismatch::DType { expected, actual })
+        } else {
+            let (expected, actual) = (self.index_rank(), v.key.index_rank());
+            (TensorRole::Indices, Mismatch::Rank { expected, actual })
+        };
+        Err(Error::KernelMismatch {
+            op: self.kind(),
+            kernel: self.to_string(),
+            tensor,
+            mismatch,
+            needed: v.key.to_string(),
+        })
     }
 }
 
@@ -392,6 +418,129 @@ mod tests {
             )
             .unwrap_err();
         assert!(matches!(e, Error::IndexDType { .. }), "{e}");
+    }
+
+    #[test]
+    fn kernels_name_the_operand_they_do_not_take() {
+        let key = KernelKey::gather(DType::F32, DType::I64, 2, 1, 1).unwrap();
+        let f32s = |shape| Meta::new(DType::F32, shape);
+        let i64s = |shape| Meta::new(DType::I64, shape);
+        assert!(key.validate(f32s(&[3, 5]), i64s(&[4]), None).is_ok());
+        let cases = [
+            (
+                key.validate(Meta::new(DType::U8, &[3, 5]), i64s(&[4]), None),
+                TensorRole::Data,
+                Mismatch::DType {
+                    expected: DType::F32,
+                    actual: DType::U8,
+                },
+            ),
+            (
+                key.validate(f32s(&[3, 5, 2]), i64s(&[4]), None),
+                TensorRole::Data,
+                Mismatch::Rank {
+                    expected: 2,
+                    actual: 3,
+                },
+            ),
+            (
+                key.validate(f32s(&[3, 5]), Meta::new(DType::I32, &[4]), None),
+                TensorRole::Indices,
+                Mismatch::DType {
+                    expected: DType::I64,
+                    actual: DType::I32,
+                },
+            ),
+            (
+                key.validate(f32s(&[3, 5]), i64s(&[2, 4]), None),
+                TensorRole::Indices,
+                Mismatch::Rank {
+                    expected: 1,
+                    actual: 2,
+                },
+            ),
+        ];
+        for (got, tensor, mismatch) in cases {
+            let Err(Error::KernelMismatch {
+                op: OpKind::Gather,
+                kernel,
+                tensor: t,
+                mismatch: m,
+                ..
+            }) = &got
+            else {
+                panic!("{got:?}");
+            };
+            assert_eq!(
+                (kernel.as_str(), *t, *m),
+                ("gather.f32.i64.r2.q1.a1", tensor, mismatch)
+            );
+        }
+        let e = key
+            .validate(f32s(&[3, 5]), i64s(&[2, 4]), None)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "gather: kernel gather.f32.i64.r2.q1.a1 takes indices of rank 1, got rank 2; \
+             the operands need kernel gather.f32.i64.r2.q2.a1"
+        );
+    }
+
+    /// Evaluating every rule of the table (the C ABI's and ahead-of-time entries' check)
+    /// agrees with `Op::validate` and its output shape on every small shape combination.
+    #[test]
+    fn shape_rules_agree_with_validation() {
+        let keys = [
+            KernelKey::scatter_elements(DType::F32, DType::I64, 2, 1, Reduction::Add, true)
+                .unwrap(),
+            KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap(),
+            KernelKey::gather(DType::F32, DType::I64, 2, 1, 1).unwrap(),
+            KernelKey::gather(DType::F32, DType::I64, 2, 2, 0).unwrap(),
+            KernelKey::gather(DType::F32, DType::I64, 1, 0, 0).unwrap(),
+        ];
+        for key in keys {
+            let scatter = key.kind() == OpKind::ScatterElements;
+            let mut roles = vec![
+                (TensorRole::Data, key.rank()),
+                (TensorRole::Indices, key.index_rank()),
+                (TensorRole::Output, key.out_rank()),
+            ];
+            if scatter {
+                roles.push((TensorRole::Updates, key.rank()));
+            }
+            let total: usize = roles.iter().map(|r| r.1).sum();
+            // Every assignment of dims in 0..3 to every dim of every operand.
+            for mut code in 0..3usize.pow(total as u32) {
+                let mut shapes: Vec<Vec<usize>> = Vec::new();
+                for &(_, rank) in &roles {
+                    shapes.push(
+                        (0..rank)
+                            .map(|_| {
+                                let d = code % 3;
+                                code /= 3;
+                                d
+                            })
+                            .collect(),
+                    );
+                }
+                let shape =
+                    |role: TensorRole| &shapes[roles.iter().position(|r| r.0 == role).unwrap()];
+                let holds = key.shape_rules().all(|rule| {
+                    let a = shape(rule.tensor)[rule.dim];
+                    rule.relation.holds(a, shape(rule.other)[rule.other_dim])
+                });
+                let updates = scatter.then(|| Meta::new(key.dtype(), shape(TensorRole::Updates)));
+                let valid = key
+                    .op()
+                    .validate(
+                        Meta::new(key.dtype(), shape(TensorRole::Data)),
+                        Meta::new(key.index_dtype(), shape(TensorRole::Indices)),
+                        updates,
+                    )
+                    .is_ok_and(|v| v.key == key && v.out_shape == *shape(TensorRole::Output));
+                assert_eq!(holds, valid, "{key} with shapes {shapes:?}");
+            }
+        }
     }
 
     #[test]

@@ -2,12 +2,13 @@
 
 use pyo3::exceptions::{PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::PyErr;
-use scatterjit::ir::Error as Invalid;
+use scatterjit::ir::{Error as Invalid, Mismatch};
 use scatterjit::Error;
 
 /// `IndexError` for an out-of-bounds index, `TypeError` for a dtype the op does not take,
-/// `MemoryError` when the system refuses memory, `RuntimeError` for a code generation bug,
-/// `ValueError` for everything else that is invalid.
+/// `MemoryError` when the system refuses memory, `RuntimeError` for a code generation bug or
+/// a machine Cranelift cannot generate code for, `ValueError` for everything else that is
+/// invalid.
 pub(crate) fn to_py(e: Error) -> PyErr {
     let message = e.to_string();
     match e {
@@ -17,11 +18,15 @@ pub(crate) fn to_py(e: Error) -> PyErr {
             | Invalid::DTypeMismatch { .. }
             | Invalid::UnknownDType { .. }
             | Invalid::UnsupportedDType { .. }
-            | Invalid::UnsupportedReduction { .. },
+            | Invalid::UnsupportedReduction { .. }
+            | Invalid::KernelMismatch {
+                mismatch: Mismatch::DType { .. },
+                ..
+            },
         ) => PyTypeError::new_err(message),
         Error::Invalid(_) | Error::LimitExceeded { .. } => PyValueError::new_err(message),
         Error::OutOfMemory { .. } => PyMemoryError::new_err(message),
-        // Target errors come from ahead-of-time compilation, which the package does not offer.
+        // A host Cranelift cannot target; the package offers no ahead-of-time targets.
         Error::Codegen { .. } | Error::Target { .. } => PyRuntimeError::new_err(message),
     }
 }

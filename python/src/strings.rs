@@ -30,7 +30,7 @@ fn tensor(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Tensor> {
         return Tensor::from_strings(&shape, flat).py_err();
     }
     let operand = Operand::new(obj, name, Access::Read)?;
-    Ok(operand.raw.view().py_err()?.to_tensor())
+    operand.raw.view().py_err()?.to_tensor().py_err()
 }
 
 /// Runs `op` on a unicode `data` array: a new unicode array.

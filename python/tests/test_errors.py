@@ -47,7 +47,7 @@ def test_nothing_is_written_on_error():
         (lambda: scatterjit.scatter_elements(np.zeros((2, 2)), np.zeros((3, 2), int), np.zeros((3, 2)), axis=1), ValueError, r"indices.shape\[0\] = 3 must be <="),
         (lambda: scatterjit.gather(np.zeros((2, 2)), np.array([0]), out=np.zeros(2)), ValueError, "invalid view of output"),
         (lambda: scatterjit.kernel("scatter_elements.f32.i64.r2"), ValueError, "invalid kernel key"),
-        (lambda: scatterjit.kernel("gather.f32.i64.r1.q1.a0").run(np.zeros(3), np.array([0])), ValueError, "the operands need kernel gather.f64"),
+        (lambda: scatterjit.kernel("gather.f32.i64.r1.q1.a0").run(np.zeros(3), np.array([0])), TypeError, "the operands need kernel gather.f64"),
         (lambda: scatterjit.gather(np.zeros(3), np.zeros(3, dtype=[("a", "u1"), ("b", "<i8")])["b"]), ValueError, "not a multiple of its element size"),
     ],
 )

@@ -21,10 +21,12 @@ use cranelift_codegen::ir::{
     types, Block, FuncRef, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value,
 };
 use cranelift_frontend::FunctionBuilder;
-use scatterjit_ir::{Coord, KernelKey, LoopNest, OpKind, Operand, PassKind, Plan};
+use scatterjit_ir::{Coord, KernelKey, LoopNest, OpKind, Operand, PassKind, Plan, Relation};
+// The operand a descriptor of `SjArgs` holds.
+use scatterjit_ir::TensorRole as Role;
 
 use crate::abi::{self, ParamLayout, Variant};
-use crate::cabi::{self, Relation, Role, SjArgs, SjTensor, Status, DEVICE_CPU};
+use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 
 /// The compiled functions of one pass: its [`Variant::ALL`] variants, in that order.
 pub(super) struct PassRefs {
@@ -85,7 +87,7 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
             .map(|t| &t.1)
             .expect("the key's roles are loaded")
     };
-    for rule in cabi::shape_rules(&key) {
+    for rule in key.shape_rules() {
         let a = get(rule.tensor).dims[rule.dim];
         let c = get(rule.other).dims[rule.other_dim];
         let broken = match rule.relation {
@@ -97,9 +99,9 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
         e.fail_if(broken, Status::Shape);
     }
 
-    let out = get(Role::Out);
+    let out = get(Role::Output);
     let in_place = (key.kind() == OpKind::ScatterElements).then(|| e.same(out, get(Role::Data)));
-    for (role, input) in tensors.iter().filter(|t| t.0 != Role::Out) {
+    for (role, input) in tensors.iter().filter(|t| t.0 != Role::Output) {
         let mut overlap = e.overlap(out, input);
         if let (Role::Data, Some(same)) = (role, in_place) {
             let not_same = e.b.ins().icmp_imm_s(IntCC::Equal, same, 0);
@@ -180,7 +182,7 @@ fn operand_of(role: Role) -> Operand {
         Role::Data => Operand::Data,
         Role::Indices => Operand::Indices,
         Role::Updates => Operand::Updates,
-        Role::Out => Operand::Out,
+        Role::Output => Operand::Out,
     }
 }
 
@@ -216,7 +218,7 @@ impl Entry<'_, '_> {
             Role::Data => offset_of!(SjArgs, data),
             Role::Indices => offset_of!(SjArgs, indices),
             Role::Updates => offset_of!(SjArgs, updates),
-            Role::Out => offset_of!(SjArgs, out),
+            Role::Output => offset_of!(SjArgs, out),
         };
         let args = self.args;
         let t = self.field(self.ptr, args, at);

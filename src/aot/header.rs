@@ -4,11 +4,11 @@
 
 use std::fmt::Write as _;
 
-use scatterjit_ir::{KernelKey, OpKind, Plan};
+use scatterjit_ir::{KernelKey, OpKind, Plan, TensorRole};
 
 use super::symbol;
 use crate::abi;
-use crate::cabi::{self, Role};
+use crate::cabi;
 
 /// The ABI types, the one copy C code sees; also installed as `include/scatterjit_abi.h`.
 const ABI_H: &str = include_str!("../../include/scatterjit_abi.h");
@@ -103,13 +103,13 @@ fn describe(key: &KernelKey) -> String {
     c.push_str(" *\n");
     for (role, rank) in cabi::roles(key) {
         let dtype = match role {
-            Role::Indices => key.index_dtype(),
+            TensorRole::Indices => key.index_dtype(),
             _ => key.dtype(),
         };
         let _ = writeln!(
             c,
             " * {:<8} {dtype}, rank {rank}",
-            format!("{}:", role.name())
+            format!("{}:", cabi::field(role))
         );
     }
     if key.kind() != OpKind::ScatterElements {
@@ -122,15 +122,15 @@ fn describe(key: &KernelKey) -> String {
             " * workspace: {per_element} bytes per element of out (its counts, then its sums)"
         );
     }
-    let rules: Vec<String> = cabi::shape_rules(key)
-        .iter()
+    let rules: Vec<String> = key
+        .shape_rules()
         .map(|r| {
             format!(
                 "{}[{}] {} {}[{}]",
-                r.tensor.name(),
+                cabi::field(r.tensor),
                 r.dim,
-                r.relation.symbol(),
-                r.other.name(),
+                r.relation,
+                cabi::field(r.other),
                 r.other_dim
             )
         })

@@ -12,7 +12,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 use scatterjit_ir::{PassKind, Plan};
-use target_lexicon::Architecture;
+use target_lexicon::{Architecture, Triple};
 
 use crate::abi::Variant;
 use crate::codegen::{self, Machine};
@@ -95,16 +95,25 @@ impl Drop for Code {
 /// (`pic = false`); object files use position-independent code, so that they link into PIE
 /// executables and shared libraries.
 pub(crate) fn isa(pic: bool) -> Result<OwnedTargetIsa> {
-    static ISA: [OnceLock<std::result::Result<OwnedTargetIsa, String>>; 2] =
-        [OnceLock::new(), OnceLock::new()];
+    static ISA: [OnceLock<Result<OwnedTargetIsa>>; 2] = [OnceLock::new(), OnceLock::new()];
     ISA[usize::from(pic)]
-        .get_or_init(|| finish_isa(&cranelift_native::builder()?, pic))
+        .get_or_init(|| host_isa(cranelift_native::builder(), pic))
         .clone()
-        .map_err(|message| Error::Codegen {
-            key: String::new(),
-            message: format!("host ISA unavailable: {message}"),
-            clif: String::new(),
-        })
+}
+
+/// The host ISA from Cranelift's detection of the host (`detected`), or an
+/// [`Error::Target`] for `host` that names the machine and what Cranelift lacks for it (no
+/// back end for its architecture, or a CPU feature every back end needs).
+fn host_isa(detected: Result<isa::Builder, &'static str>, pic: bool) -> Result<OwnedTargetIsa> {
+    let unavailable = |why: String| Error::Target {
+        target: "host".to_string(),
+        message: format!(
+            "cranelift cannot generate code for this machine ({}): {why}",
+            Triple::host()
+        ),
+    };
+    let builder = detected.map_err(|why| unavailable(why.to_string()))?;
+    finish_isa(&builder, pic).map_err(unavailable)
 }
 
 /// The ISA `builder` describes (a triple and its CPU features, the host's or a target's)
@@ -279,4 +288,28 @@ pub(crate) fn compile(
         },
         text,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_cranelift_cannot_target_is_a_target_error() {
+        let Err(e) = host_isa(Err("unsupported architecture"), false) else {
+            panic!("an ISA without a back end");
+        };
+        assert!(
+            matches!(&e, Error::Target { target, .. } if target == "host"),
+            "{e:?}"
+        );
+        let message = e.to_string();
+        assert!(
+            message.starts_with("target host: cranelift cannot generate code for this machine"),
+            "{message}"
+        );
+        assert!(message.contains(&Triple::host().to_string()), "{message}");
+        assert!(message.ends_with(": unsupported architecture"), "{message}");
+        assert!(host_isa(cranelift_native::builder(), true).is_ok());
+    }
 }

@@ -146,14 +146,7 @@ impl Kernel {
         indices: Meta<'_>,
         updates: Option<Meta<'_>>,
     ) -> Result<Vec<usize>> {
-        let v = self.plan.key.op().validate(data, indices, updates)?;
-        if v.key != self.plan.key {
-            return Err(Error::Invalid(IrError::InvalidKey {
-                key: self.plan.key.to_string(),
-                reason: format!("the operands need kernel {}", v.key),
-            }));
-        }
-        Ok(v.out_shape)
+        Ok(self.plan.key.validate(data, indices, updates)?.out_shape)
     }
 
     /// Refuses an output that shares memory with an input. Safe code cannot build one (a
@@ -243,9 +236,8 @@ impl Kernel {
         updates: &TensorView<'_>,
     ) -> Result<()> {
         if self.plan.key.kind() != OpKind::ScatterElements {
-            return Err(Error::Invalid(IrError::InvalidKey {
-                key: self.plan.key.to_string(),
-                reason: "in-place calls need a scatter_elements kernel".into(),
+            return Err(Error::Invalid(IrError::InPlaceUnsupported {
+                op: self.plan.key.kind(),
             }));
         }
         self.validate(&data.as_view(), indices, Some(updates))?;

@@ -265,23 +265,25 @@ impl Kernel {
         let partial = match (&plan, partial_outputs) {
             (None, Some(partial_outputs)) => {
                 let out = ops.get(Operand::Out);
-                partial_split(key, nest, &layout, &call.params, &order, out)
-                    .map(|split| (split, partial_outputs))
+                partial_split(key, nest, &layout, &call.params, &order, out).and_then(|split| {
+                    let Combine::Reduce(reduction) = nest.combine else {
+                        unreachable!("partial_split takes reductions only")
+                    };
+                    let bytes = out.shape.iter().product::<usize>() * key.dtype().size();
+                    let (op, dtype, count) = (key.kind(), key.dtype(), split.chunks - 1);
+                    // Partial outputs only speed the pass up: over the scratch cap, or
+                    // refused by the allocator, the pass runs unsplit.
+                    let buffers =
+                        partials::identity_buffers(op, reduction, dtype, bytes, count).ok()?;
+                    Some((split, buffers, partial_outputs))
+                })
             }
             _ => None,
         };
         let status = match plan {
             None => match partial {
                 None => call.run(&layout, None),
-                Some((split, partial_outputs)) => {
-                    let Combine::Reduce(reduction) = nest.combine else {
-                        unreachable!("partial_split takes reductions only")
-                    };
-                    let out = ops.get(Operand::Out);
-                    let bytes = out.shape.iter().product::<usize>() * key.dtype().size();
-                    let mut buffers: Vec<Vec<u8>> = (1..split.chunks)
-                        .map(|_| partials::identity_buffer(reduction, key.dtype(), bytes))
-                        .collect();
+                Some((split, mut buffers, partial_outputs)) => {
                     let calls: Vec<Call> = std::iter::once(None)
                         .chain(buffers.iter_mut().map(Some))
                         .map(|buffer| {

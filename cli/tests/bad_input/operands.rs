@@ -1,6 +1,8 @@
 //! Kernels given operands they were not compiled for, and buffers too short for their views.
 
-use scatterjit::ir::{DType, Error as IrError, KernelKey, OpKind, Reduction, Tensor, TensorRole};
+use scatterjit::ir::{
+    DType, Error as IrError, KernelKey, Mismatch, OpKind, Reduction, Tensor, TensorRole,
+};
 use scatterjit::{Error, TensorView, TensorViewMut};
 
 use scatterjit_cli::npy;
@@ -9,15 +11,26 @@ use super::columns::{Column, Src, COLUMNS};
 use super::inputs::{
     f32s, filled, get_kernel, ix, key_for, sentinel, zero_indices, Layout, Strided,
 };
-use super::shapes::rank_error;
 use super::sizes::cli_bad_file;
 use super::{custom, row, run_matrix, Row};
 
-fn invalid_key(key: &str, reason: &str) -> Error {
-    Error::Invalid(IrError::InvalidKey {
-        key: key.to_string(),
-        reason: reason.to_string(),
+/// `kernel` given a `tensor` whose dtype or rank (`mismatch`) is that of kernel `needed`.
+fn mismatched(kernel: &KernelKey, tensor: TensorRole, mismatch: Mismatch, needed: &str) -> Error {
+    Error::Invalid(IrError::KernelMismatch {
+        op: kernel.kind(),
+        kernel: kernel.to_string(),
+        tensor,
+        mismatch,
+        needed: needed.to_string(),
     })
+}
+
+fn dtypes(expected: DType, actual: DType) -> Mismatch {
+    Mismatch::DType { expected, actual }
+}
+
+fn ranks(expected: usize, actual: usize) -> Mismatch {
+    Mismatch::Rank { expected, actual }
 }
 
 fn bad_output(reason: &str) -> Error {
@@ -93,12 +106,11 @@ fn wrong_output(
 fn mismatch_cases() -> Vec<Row> {
     use DType::{F32, I32, I64, U8};
     let scatter_key = KernelKey::scatter_elements(F32, I64, 2, 1, Reduction::Add, true).unwrap();
-    let scatter_name = "scatter_elements.f32.i64.r2.a1.add";
     let gather_key = KernelKey::gather(F32, I64, 2, 1, 1).unwrap();
     let ge_key = KernelKey::gather_elements(F32, I64, 2, 1).unwrap();
     let good = || ix(&[2, 4], &[0i64, 1, 2, 3, 4, 0, 1, 2]);
     let scatter_inputs = || (f32s(&[3, 5]), good(), Some(filled(F32, &[2, 4], 7)));
-    let need = |k: &str| format!("the operands need kernel {k}");
+    use TensorRole::{Data, Indices};
     vec![
         mismatch(
             "f32 scatter kernel, i32 operands",
@@ -109,7 +121,12 @@ fn mismatch_cases() -> Vec<Row> {
                 Some(filled(I32, &[2, 4], 7)),
             ),
             &[3, 5],
-            invalid_key(scatter_name, &need("scatter_elements.i32.i64.r2.a1.add")),
+            mismatched(
+                &scatter_key,
+                Data,
+                dtypes(F32, I32),
+                "scatter_elements.i32.i64.r2.a1.add",
+            ),
         ),
         mismatch(
             "rank-2 scatter kernel, rank-3 operands",
@@ -120,7 +137,12 @@ fn mismatch_cases() -> Vec<Row> {
                 Some(filled(F32, &[2, 4, 1], 7)),
             ),
             &[3, 5, 2],
-            invalid_key(scatter_name, &need("scatter_elements.f32.i64.r3.a1.add")),
+            mismatched(
+                &scatter_key,
+                Data,
+                ranks(2, 3),
+                "scatter_elements.f32.i64.r3.a1.add",
+            ),
         ),
         mismatch(
             "i64-index scatter kernel, i32 indices",
@@ -131,28 +153,32 @@ fn mismatch_cases() -> Vec<Row> {
                 Some(filled(F32, &[2, 4], 7)),
             ),
             &[3, 5],
-            invalid_key(scatter_name, &need("scatter_elements.f32.i32.r2.a1.add")),
+            mismatched(
+                &scatter_key,
+                Indices,
+                dtypes(I64, I32),
+                "scatter_elements.f32.i32.r2.a1.add",
+            ),
         ),
         mismatch(
             "scatter kernel, no updates",
             scatter_key,
             (f32s(&[3, 5]), good(), None),
             &[3, 5],
-            Error::Invalid(rank_error(
-                OpKind::ScatterElements,
-                TensorRole::Updates,
-                0,
-                "an updates tensor",
-            )),
+            Error::Invalid(IrError::MissingUpdates {
+                op: OpKind::ScatterElements,
+            }),
         ),
         mismatch(
             "f32 gather_elements kernel, u8 data",
             ge_key,
             (filled(U8, &[3, 5], 1), good(), None),
             &[2, 4],
-            invalid_key(
-                "gather_elements.f32.i64.r2.a1",
-                &need("gather_elements.u8.i64.r2.a1"),
+            mismatched(
+                &ge_key,
+                Data,
+                dtypes(F32, U8),
+                "gather_elements.u8.i64.r2.a1",
             ),
         ),
         mismatch(
@@ -160,19 +186,17 @@ fn mismatch_cases() -> Vec<Row> {
             gather_key,
             (f32s(&[3, 5]), good(), None),
             &[3, 2, 4],
-            invalid_key("gather.f32.i64.r2.q1.a1", &need("gather.f32.i64.r2.q2.a1")),
+            mismatched(&gather_key, Indices, ranks(1, 2), "gather.f32.i64.r2.q2.a1"),
         ),
         mismatch(
             "gather kernel, updates given",
             gather_key,
             (f32s(&[3, 5]), ix(&[4], &[0i64; 4]), Some(f32s(&[4]))),
             &[3, 4],
-            Error::Invalid(rank_error(
-                OpKind::Gather,
-                TensorRole::Updates,
-                1,
-                "no updates tensor",
-            )),
+            Error::Invalid(IrError::UnexpectedUpdates {
+                op: OpKind::Gather,
+                rank: 1,
+            }),
         ),
         custom("gather kernels in place", move |c| {
             for key in [gather_key, ge_key] {
@@ -188,10 +212,7 @@ fn mismatch_cases() -> Vec<Row> {
                     &(&indices).into(),
                     &(&updates).into(),
                 );
-                let expected = invalid_key(
-                    &key.to_string(),
-                    "in-place calls need a scatter_elements kernel",
-                );
+                let expected = Error::Invalid(IrError::InPlaceUnsupported { op: key.kind() });
                 c.err(&format!("{key}: Kernel::scatter_in_place"), got, &expected);
                 c.unchanged(&format!("{key}: data"), data.bytes(), target.bytes());
             }
@@ -209,7 +230,12 @@ fn mismatch_cases() -> Vec<Row> {
                 &(&good()).into(),
                 &(&updates).into(),
             );
-            let expected = invalid_key(scatter_name, &need("scatter_elements.i32.i64.r2.a1.add"));
+            let expected = mismatched(
+                &scatter_key,
+                Data,
+                dtypes(F32, I32),
+                "scatter_elements.i32.i64.r2.a1.add",
+            );
             c.err("Kernel::scatter_in_place", got, &expected);
             c.unchanged("Kernel::scatter_in_place data", &before, &target.bytes);
         }),
@@ -278,10 +304,12 @@ fn matrix_kernel_operand_dtype_mismatch() {
                         let op = column.op(1);
                         let key = key_for(&op, F32, I64, 2, 2).expect("a valid key");
                         let need = key_for(&op, dtype, index_dtype, 2, 2).expect("a valid key");
-                        let expected = Err(Error::Invalid(IrError::InvalidKey {
-                            key: key.to_string(),
-                            reason: format!("the operands need kernel {need}"),
-                        }));
+                        let (tensor, mismatch) = if dtype == F32 {
+                            (TensorRole::Indices, dtypes(I64, index_dtype))
+                        } else {
+                            (TensorRole::Data, dtypes(F32, dtype))
+                        };
+                        let expected = Err(mismatched(&key, tensor, mismatch, &need.to_string()));
                         let Some(kernel) = get_kernel(t.c, &key) else {
                             return;
                         };

@@ -1,6 +1,6 @@
 //! Ranks, shapes and axes that do not fit the op.
 
-use scatterjit::ir::{DType, Error as IrError, Op, OpKind, TensorRole, MAX_RANK};
+use scatterjit::ir::{DType, Error as IrError, Op, OpKind, Relation, TensorRole, MAX_RANK};
 
 use super::columns::{Column, Src};
 use super::inputs::{f32s, filled, scatter, zero_indices};
@@ -84,7 +84,9 @@ fn rank_cases() -> Vec<Row> {
             (F32, &[3, 5]),
             (I64, &[2, 4]),
             None,
-            rank_error(ScatterElements, Updates, 0, "an updates tensor"),
+            IrError::MissingUpdates {
+                op: ScatterElements,
+            },
         ),
         invalid(
             "gather_elements: indices rank 1 < data rank 2",
@@ -116,7 +118,10 @@ fn rank_cases() -> Vec<Row> {
             (F32, &[3, 5]),
             (I64, &[2, 4]),
             Some((F32, &[2, 4])),
-            rank_error(GatherElements, Updates, 2, "no updates tensor"),
+            IrError::UnexpectedUpdates {
+                op: GatherElements,
+                rank: 2,
+            },
         ),
         invalid(
             "gather: updates given",
@@ -124,7 +129,10 @@ fn rank_cases() -> Vec<Row> {
             (F32, &[3, 5]),
             (I64, &[2, 4]),
             Some((F32, &[2, 4])),
-            rank_error(Gather, Updates, 2, "no updates tensor"),
+            IrError::UnexpectedUpdates {
+                op: Gather,
+                rank: 2,
+            },
         ),
         invalid(
             format!("gather: indices rank {}", max + 1),
@@ -203,7 +211,7 @@ fn shape_error(
     op: OpKind,
     tensor: TensorRole,
     (dim, size): (usize, usize),
-    relation: &'static str,
+    relation: Relation,
     other_size: usize,
 ) -> IrError {
     IrError::Shape {
@@ -232,7 +240,7 @@ fn shape_cases() -> Vec<Row> {
             (F32, &[3, 3]),
             (I64, &[2, 4]),
             Some((F32, &[2, 4])),
-            shape_error(ScatterElements, Indices, (1, 4), "<=", 3),
+            shape_error(ScatterElements, Indices, (1, 4), Relation::AtMost, 3),
         ),
         invalid(
             "scatter: indices dim 0 > data dim 0 (axis 1)",
@@ -240,7 +248,7 @@ fn shape_cases() -> Vec<Row> {
             (F32, &[3, 5]),
             (I64, &[4, 2]),
             Some((F32, &[4, 2])),
-            shape_error(ScatterElements, Indices, (0, 4), "<=", 3),
+            shape_error(ScatterElements, Indices, (0, 4), Relation::AtMost, 3),
         ),
         invalid(
             "scatter: indices dim 1 > zero-size data dim",
@@ -248,7 +256,7 @@ fn shape_cases() -> Vec<Row> {
             (F32, &[3, 0]),
             (I64, &[1, 1]),
             Some((F32, &[1, 1])),
-            shape_error(ScatterElements, Indices, (1, 1), "<=", 0),
+            shape_error(ScatterElements, Indices, (1, 1), Relation::AtMost, 0),
         ),
         invalid(
             "scatter: updates dim 1 < indices dim 1",
@@ -256,7 +264,7 @@ fn shape_cases() -> Vec<Row> {
             (F32, &[3, 3]),
             (I64, &[2, 3]),
             Some((F32, &[2, 2])),
-            shape_error(ScatterElements, Updates, (1, 2), ">=", 3),
+            shape_error(ScatterElements, Updates, (1, 2), Relation::AtLeast, 3),
         ),
         invalid(
             "scatter: updates dim 0 < indices dim 0 along the axis",
@@ -264,7 +272,7 @@ fn shape_cases() -> Vec<Row> {
             (F32, &[3, 5]),
             (I64, &[4, 5]),
             Some((F32, &[3, 5])),
-            shape_error(ScatterElements, Updates, (0, 3), ">=", 4),
+            shape_error(ScatterElements, Updates, (0, 3), Relation::AtLeast, 4),
         ),
         invalid(
             "scatter: empty updates for non-empty indices",
@@ -272,7 +280,7 @@ fn shape_cases() -> Vec<Row> {
             (F32, &[3, 5]),
             (I64, &[2, 4]),
             Some((F32, &[0, 4])),
-            shape_error(ScatterElements, Updates, (0, 0), ">=", 2),
+            shape_error(ScatterElements, Updates, (0, 0), Relation::AtLeast, 2),
         ),
         invalid(
             "gather_elements: indices dim 0 > data dim 0 (axis 1)",
@@ -280,7 +288,7 @@ fn shape_cases() -> Vec<Row> {
             (F32, &[3, 5]),
             (I64, &[4, 2]),
             None,
-            shape_error(GatherElements, Indices, (0, 4), "<=", 3),
+            shape_error(GatherElements, Indices, (0, 4), Relation::AtMost, 3),
         ),
         invalid(
             "gather_elements: rank 3, indices dim 2 > data dim 2",
@@ -288,7 +296,7 @@ fn shape_cases() -> Vec<Row> {
             (F32, &[2, 3, 4]),
             (I64, &[1, 3, 5]),
             None,
-            shape_error(GatherElements, Indices, (2, 5), "<=", 4),
+            shape_error(GatherElements, Indices, (2, 5), Relation::AtMost, 4),
         ),
         invalid(
             "gather_elements: indices dim 1 > zero-size data dim",
@@ -296,7 +304,7 @@ fn shape_cases() -> Vec<Row> {
             (F32, &[3, 0]),
             (I64, &[1, 1]),
             None,
-            shape_error(GatherElements, Indices, (1, 1), "<=", 0),
+            shape_error(GatherElements, Indices, (1, 1), Relation::AtMost, 0),
         ),
     ]
 }
@@ -421,7 +429,10 @@ fn matrix_ranks_that_differ() {
                 cases.push((
                     "updates given".into(),
                     p.src(src)
-                        .fails(column_rank_error(column, Updates, 2, "no updates tensor"))
+                        .fails(IrError::UnexpectedUpdates {
+                            op: column.kind(),
+                            rank: 2,
+                        })
                         .cli(CliForm::Usage("unexpected argument")),
                 ));
             } else {
@@ -452,7 +463,7 @@ fn matrix_ranks_that_differ() {
                         "no updates".into(),
                         problem(1, &[3, 5], &[2, 4])
                             .src(None)
-                            .fails(column_rank_error(column, Updates, 0, "an updates tensor"))
+                            .fails(IrError::MissingUpdates { op: column.kind() })
                             .cli(CliForm::Usage("required")),
                     ));
                 }
@@ -463,7 +474,10 @@ fn matrix_ranks_that_differ() {
                 cases.push((
                     "updates given".into(),
                     p.src(src)
-                        .fails(column_rank_error(column, Updates, 2, "no updates tensor"))
+                        .fails(IrError::UnexpectedUpdates {
+                            op: column.kind(),
+                            rank: 2,
+                        })
                         .cli(CliForm::Usage("unexpected argument")),
                 ));
             }
@@ -476,7 +490,7 @@ fn shape_error_between(
     column: Column,
     (tensor, other): (TensorRole, TensorRole),
     (dim, size): (usize, usize),
-    relation: &'static str,
+    relation: Relation,
     other_size: usize,
 ) -> IrError {
     IrError::Shape {
@@ -510,7 +524,7 @@ fn matrix_off_axis_index_dims_larger_than_data() {
                         column,
                         (Indices, Data),
                         (0, 4),
-                        "<=",
+                        Relation::AtMost,
                         3,
                     )),
                 ),
@@ -520,7 +534,7 @@ fn matrix_off_axis_index_dims_larger_than_data() {
                         column,
                         (Indices, Data),
                         (1, 6),
-                        "<=",
+                        Relation::AtMost,
                         5,
                     )),
                 ),
@@ -530,7 +544,7 @@ fn matrix_off_axis_index_dims_larger_than_data() {
                         column,
                         (Indices, Data),
                         (1, 1),
-                        "<=",
+                        Relation::AtMost,
                         0,
                     )),
                 ),
@@ -566,7 +580,7 @@ fn matrix_updates_smaller_than_indices() {
                         column,
                         (Updates, Indices),
                         at,
-                        ">=",
+                        Relation::AtLeast,
                         other,
                     )),
                 )

@@ -15,12 +15,9 @@
 //! assert_eq!(out.to_vec::<f32>().unwrap(), [1.0, 5.0, 3.0, 4.0, 5.0]);
 //! ```
 
-use half::{bf16, f16};
-
-use crate::dtype::DType;
-use crate::element::{Complex128, Complex64, Element};
+use crate::element::Element;
 use crate::error::{Error, Result};
-use crate::kind::{OpKind, TensorRole};
+use crate::kind::OpKind;
 use crate::op::{Op, Validated};
 use crate::reduction::Reduction;
 use crate::tensor::{unravel, Tensor};
@@ -45,20 +42,7 @@ pub fn run(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -
         positions: &positions,
         updates,
     };
-    macro_rules! dispatch {
-        ($($variant:ident => $t:ty),* $(,)?) => {
-            match data.dtype() {
-                $( DType::$variant => run_typed::<$t>(&inputs), )*
-                DType::String => run_strings(&inputs),
-            }
-        };
-    }
-    dispatch! {
-        F16 => f16, BF16 => bf16, F32 => f32, F64 => f64,
-        I8 => i8, I16 => i16, I32 => i32, I64 => i64,
-        U8 => u8, U16 => u16, U32 => u32, U64 => u64,
-        Bool => bool, Complex64 => Complex64, Complex128 => Complex128,
-    }
+    crate::match_element!(data.dtype(), T => run_typed::<T>(&inputs), _ => run_strings(&inputs))
 }
 
 /// Everything the typed part needs, after validation and the index check.
@@ -93,17 +77,11 @@ fn normalized_indices(
     fn widen<T: Element + Into<i128>>(indices: &Tensor) -> Result<Vec<i128>> {
         Ok(indices.to_vec::<T>()?.into_iter().map(Into::into).collect())
     }
-    let raw = match indices.dtype() {
-        DType::I8 => widen::<i8>(indices)?,
-        DType::I16 => widen::<i16>(indices)?,
-        DType::I32 => widen::<i32>(indices)?,
-        DType::I64 => widen::<i64>(indices)?,
-        DType::U8 => widen::<u8>(indices)?,
-        DType::U16 => widen::<u16>(indices)?,
-        DType::U32 => widen::<u32>(indices)?,
-        DType::U64 => widen::<u64>(indices)?,
+    let raw = crate::match_integer!(
+        indices.dtype(),
+        T => widen::<T>(indices)?,
         dtype => return Err(Error::IndexDType { op, dtype }),
-    };
+    );
     raw.iter()
         .enumerate()
         .map(|(flat, &index)| {
@@ -163,11 +141,8 @@ fn run_strings(inputs: &Inputs<'_>) -> Result<Tensor> {
 
 /// The updates tensor of a ScatterElements (validation requires it).
 fn updates_of<'a>(inputs: &Inputs<'a>) -> Result<&'a Tensor> {
-    inputs.updates.ok_or(Error::Rank {
+    inputs.updates.ok_or(Error::MissingUpdates {
         op: inputs.validated.key.kind(),
-        tensor: TensorRole::Updates,
-        rank: 0,
-        expected: "an updates tensor".into(),
     })
 }
 
@@ -285,6 +260,7 @@ fn gather<T: Clone>(inputs: &Inputs<'_>, data: &[T]) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dtype::DType;
 
     pub(super) fn scatter(axis: i64, reduction: Reduction, use_init_val: bool) -> Op {
         Op::ScatterElements {
@@ -573,7 +549,24 @@ mod tests {
         let data = t(&[3], &[1.0f32, 2.0, 3.0]);
         let indices = t(&[1], &[99i64]);
         let e = run(&scatter(0, Reduction::Add, true), &data, &indices, None).unwrap_err();
-        assert!(matches!(e, Error::Rank { .. }), "{e}");
+        assert_eq!(
+            e,
+            Error::MissingUpdates {
+                op: OpKind::ScatterElements
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "scatter_elements: an updates tensor is required"
+        );
+        let e = run(&Op::Gather { axis: 0 }, &data, &indices, Some(&data)).unwrap_err();
+        assert_eq!(
+            e,
+            Error::UnexpectedUpdates {
+                op: OpKind::Gather,
+                rank: 1
+            }
+        );
         let e = run(&Op::Gather { axis: 1 }, &data, &indices, None).unwrap_err();
         assert!(matches!(e, Error::AxisOutOfRange { .. }), "{e}");
         let wrong = t(&[1], &[1.0f64]);
