@@ -147,6 +147,14 @@ pub(crate) fn accesses(nest: &LoopNest) -> impl Iterator<Item = &Access> {
         .chain(nest.count.iter())
 }
 
+/// The most slots a parameter block has: dims, strides and indexed strides of every
+/// access, the bound, the error slots and the row list, at the deepest domain (Gather's
+/// output, rank `2 * MAX_RANK - 1`).
+pub(crate) const MAX_PARAMS: usize = {
+    let depth = 2 * scatterjit_ir::MAX_RANK - 1;
+    depth + MAX_ACCESSES * (depth + 1) + 1 + depth + 1
+};
+
 impl ParamLayout {
     /// The layout of `nest`'s parameter block.
     pub(crate) fn of(nest: &LoopNest) -> ParamLayout {
@@ -171,13 +179,15 @@ impl ParamLayout {
             next += 1;
             next - 1
         });
+        let len = next + depth + 1;
+        debug_assert!(len <= MAX_PARAMS);
         ParamLayout {
             depth,
             accesses,
             bound_at,
             err_at: next,
             list_at: next + depth,
-            len: next + depth + 1,
+            len,
         }
     }
 }

@@ -3,12 +3,14 @@
 //! the plan's order; [`bind`] fills a pass's parameter block from shapes and strides and
 //! picks the loop order and variant; [`schedule`] splits a pass over threads; [`call`] is
 //! the one entry into machine code; [`report`] turns a bad-index exit into the error.
-//! [`mean`] holds `mean`'s host steps around its apply pass.
+//! [`mean`] holds `mean`'s host steps around its apply pass; [`prepared`] binds a call once
+//! and runs it on new buffers.
 
 mod bind;
 mod call;
 mod mean;
 mod passes;
+mod prepared;
 mod report;
 mod schedule;
 
@@ -27,6 +29,7 @@ use crate::jit::{self, Code, Listing, PassFn};
 use crate::once::OnceOk;
 use crate::tensor::{self, TensorView, TensorViewMut};
 
+pub use prepared::{Geometry, Prepared};
 pub use schedule::set_parallel_grain;
 
 /// A compiled kernel: native code for every pass of one [`KernelKey`]. Its code stays
@@ -182,6 +185,18 @@ impl Kernel {
         updates: Option<&TensorView<'_>>,
     ) -> Result<Tensor> {
         let out_shape = self.validate(data, indices, updates)?;
+        self.run_validated(out_shape, data, indices, updates)
+    }
+
+    /// [`Self::run`] on operands that `Op::validate` accepted with this kernel's key and
+    /// output shape `out_shape` (the free functions validate once, to find the key).
+    pub(crate) fn run_validated(
+        &self,
+        out_shape: Vec<usize>,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Result<Tensor> {
         let (op, dtype) = (self.plan.key.kind(), self.plan.key.dtype());
         let len = checked_nbytes(dtype, &out_shape)?;
         // Both caps before either allocation.
@@ -248,6 +263,17 @@ impl Kernel {
             }));
         }
         self.validate(&data.as_view(), indices, Some(updates))?;
+        self.scatter_in_place_validated(data, indices, updates)
+    }
+
+    /// [`Self::scatter_in_place`] on operands that `Op::validate` accepted with this
+    /// kernel's key (a scatter's).
+    pub(crate) fn scatter_in_place_validated(
+        &self,
+        data: &mut TensorViewMut<'_>,
+        indices: &TensorView<'_>,
+        updates: &TensorView<'_>,
+    ) -> Result<()> {
         let inputs = [
             (TensorRole::Indices, Some(indices)),
             (TensorRole::Updates, Some(updates)),

@@ -13,6 +13,10 @@ use crate::error::Result;
 use crate::partials;
 use crate::tensor::{Address, RawOperand, TensorView, TensorViewMut};
 
+/// Bytes per task of a parallel `memcpy` copy; copies shorter than two stay on the calling
+/// thread.
+pub(super) const COPY_CHUNK: usize = 1 << 20;
+
 impl Kernel {
     /// Runs the plan's passes into `out`, reading `data` (`None` in place: `out` holds
     /// data). With `check_first`, every index is checked before the first write, so a bad
@@ -98,10 +102,9 @@ impl Kernel {
     /// row-major, the compiled copy pass otherwise.
     fn copy(&self, out: &mut TensorViewMut<'_>, data: &TensorView<'_>) -> Result<()> {
         if let (Some(from), Some(to)) = (data.dense_bytes(), out.dense_bytes_mut()) {
-            const CHUNK: usize = 1 << 20;
-            if to.len() >= 2 * CHUNK && rayon::current_num_threads() > 1 {
-                to.par_chunks_mut(CHUNK)
-                    .zip(from.par_chunks(CHUNK))
+            if to.len() >= 2 * COPY_CHUNK && rayon::current_num_threads() > 1 {
+                to.par_chunks_mut(COPY_CHUNK)
+                    .zip(from.par_chunks(COPY_CHUNK))
                     .for_each(|(to, from)| to.copy_from_slice(from));
             } else {
                 to.copy_from_slice(from);

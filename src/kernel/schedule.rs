@@ -28,6 +28,11 @@ pub fn set_parallel_grain(elements: usize) {
     PARALLEL_GRAIN.store(elements.clamp(1, 1 << 40) as i64, Ordering::Relaxed);
 }
 
+/// The smallest chunk of a parallel pass now (see [`set_parallel_grain`]).
+pub(super) fn parallel_grain() -> i64 {
+    PARALLEL_GRAIN.load(Ordering::Relaxed)
+}
+
 /// How a pass is cut into chunks that run in parallel: loop `level` (in the bound loop
 /// order) is split into `chunks` contiguous ranges.
 pub(super) struct Split {
