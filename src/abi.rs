@@ -148,12 +148,11 @@ pub(crate) fn accesses(nest: &LoopNest) -> impl Iterator<Item = &Access> {
 }
 
 /// The most slots a parameter block has: dims, strides and indexed strides of every
-/// access, the bound, the error slots and the row list, at the deepest domain (Gather's
-/// output, rank `2 * MAX_RANK - 1`).
-pub(crate) const MAX_PARAMS: usize = {
-    let depth = 2 * scatterjit_ir::MAX_RANK - 1;
-    depth + MAX_ACCESSES * (depth + 1) + 1 + depth + 1
-};
+/// access, the bound, the error slots and the row list, at the deepest domain.
+pub(crate) const MAX_PARAMS: usize = MAX_DEPTH + MAX_ACCESSES * (MAX_DEPTH + 1) + 1 + MAX_DEPTH + 1;
+
+/// The deepest loop nest: Gather's output, of rank `2 * MAX_RANK - 1`.
+pub(crate) const MAX_DEPTH: usize = 2 * scatterjit_ir::MAX_RANK - 1;
 
 impl ParamLayout {
     /// The layout of `nest`'s parameter block.
@@ -180,7 +179,7 @@ impl ParamLayout {
             next - 1
         });
         let len = next + depth + 1;
-        debug_assert!(len <= MAX_PARAMS);
+        debug_assert!(depth <= MAX_DEPTH && len <= MAX_PARAMS);
         ParamLayout {
             depth,
             accesses,

@@ -151,9 +151,10 @@ impl Layout {
         Layout {
             dtype,
             shape: shape.to_vec(),
+            // `into_iter` reuses the allocation.
             strides: row_major_strides(shape)
-                .iter()
-                .map(|&s| s as isize)
+                .into_iter()
+                .map(|s| s as isize)
                 .collect(),
             offset: 0,
         }
@@ -410,7 +411,11 @@ impl<'a> From<&'a Tensor> for TensorView<'a> {
         TensorView {
             layout: Layout::contiguous(t.dtype(), t.shape()),
             bytes: t.bytes(),
-            strings: t.strings().unwrap_or_default(),
+            // Asked only of string tensors: for others the error would be formatted.
+            strings: match t.dtype() {
+                DType::String => t.strings().unwrap_or_default(),
+                _ => &[],
+            },
         }
     }
 }

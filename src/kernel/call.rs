@@ -67,15 +67,24 @@ pub(super) fn enter(entry: PassFn, pointers: &[*mut u8; OPERAND_SLOTS], params: 
     unsafe { entry(pointers.as_ptr(), params.as_mut_ptr()) }
 }
 
-impl Call {
-    /// This call's parameter block, copied to the stack for one run (the pass writes its
-    /// error slots).
-    fn params(&self) -> ([i64; MAX_PARAMS], usize) {
-        let mut params = [0i64; MAX_PARAMS];
-        params[..self.params.len()].copy_from_slice(&self.params);
-        (params, self.params.len())
+/// Runs `f` on a copy of `params` on the stack (a pass writes its error slots, and bound
+/// calls are shared by threads); short blocks, the usual ones, in a short buffer.
+pub(super) fn on_stack<R>(params: &[i64], f: impl FnOnce(&mut [i64]) -> R) -> R {
+    const SHORT: usize = 32;
+    if params.len() <= SHORT {
+        let mut buffer = [0i64; SHORT];
+        let copy = &mut buffer[..params.len()];
+        copy.copy_from_slice(params);
+        f(copy)
+    } else {
+        let mut buffer = [0i64; MAX_PARAMS];
+        let copy = &mut buffer[..params.len()];
+        copy.copy_from_slice(params);
+        f(copy)
     }
+}
 
+impl Call {
     /// Runs the whole pass, or chunk `c` of `split`; on a bad index, the loop counters (in
     /// loop order, relative to the whole pass).
     pub(super) fn run(
@@ -83,28 +92,28 @@ impl Call {
         layout: &ParamLayout,
         chunk: Option<(&Split, usize)>,
     ) -> std::result::Result<(), Vec<usize>> {
-        let (mut params, len) = self.params();
-        let params = &mut params[..len];
-        let mut pointers = self.pointers;
-        let mut first = 0i64;
-        if let Some((split, c)) = chunk {
-            let dim = params[split.level];
-            first = split.start(dim, c);
-            params[split.level] = split.start(dim, c + 1) - first;
-            for &(slot, step) in &split.steps {
-                // wrapping_offset: a zero-size operand has a dangling base; nothing is
-                // dereferenced unless the chunk visits an element, which is in bounds.
-                pointers[slot] = pointers[slot].wrapping_offset(first as isize * step);
+        on_stack(&self.params, |params| {
+            let mut pointers = self.pointers;
+            let mut first = 0i64;
+            if let Some((split, c)) = chunk {
+                let dim = params[split.level];
+                first = split.start(dim, c);
+                params[split.level] = split.start(dim, c + 1) - first;
+                for &(slot, step) in &split.steps {
+                    // wrapping_offset: a zero-size operand has a dangling base; nothing is
+                    // dereferenced unless the chunk visits an element, which is in bounds.
+                    pointers[slot] = pointers[slot].wrapping_offset(first as isize * step);
+                }
             }
-        }
-        if enter(self.entry, &pointers, params) == STATUS_OK {
-            return Ok(());
-        }
-        let mut counters = error_counters(layout, params);
-        if let Some((split, _)) = chunk {
-            counters[split.level] += first as usize;
-        }
-        Err(counters)
+            if enter(self.entry, &pointers, params) == STATUS_OK {
+                return Ok(());
+            }
+            let mut counters = error_counters(layout, params);
+            if let Some((split, _)) = chunk {
+                counters[split.level] += first as usize;
+            }
+            Err(counters)
+        })
     }
 
     /// Runs the listed form of the pass on bucket `b` of `buckets` (see `crate::engine`);
@@ -119,17 +128,17 @@ impl Call {
         if len == 0 {
             return Ok(());
         }
-        let (mut params, n) = self.params();
-        let params = &mut params[..n];
-        params[0] = len as i64;
-        // The list lives in `buckets`, borrowed for the call.
-        params[layout.list_at] = rows as i64;
-        if enter(self.entry, &self.pointers, params) == STATUS_OK {
-            return Ok(());
-        }
-        let mut counters = error_counters(layout, params);
-        counters[0] = buckets.row(b, counters[0]);
-        Err(counters)
+        on_stack(&self.params, |params| {
+            params[0] = len as i64;
+            // The list lives in `buckets`, borrowed for the call.
+            params[layout.list_at] = rows as i64;
+            if enter(self.entry, &self.pointers, params) == STATUS_OK {
+                return Ok(());
+            }
+            let mut counters = error_counters(layout, params);
+            counters[0] = buckets.row(b, counters[0]);
+            Err(counters)
+        })
     }
 }
 

@@ -21,7 +21,7 @@ use scatterjit_ir::{
     TensorRole,
 };
 
-use crate::abi::Variant;
+use crate::abi::{ParamLayout, Variant};
 use crate::alloc;
 use crate::error::Buffer;
 use crate::error::{Error, Result};
@@ -47,6 +47,8 @@ pub struct Kernel {
     /// `Variant::COUNT + slot`): the code, compiled on first use (a failed compile is
     /// retried by the next call).
     code: [Option<Box<[OnceOk<Code>]>>; PassKind::ALL.len()],
+    /// Per [`PassKind`], like `code`: where the pass's parameters go.
+    layouts: [Option<ParamLayout>; PassKind::ALL.len()],
     compile_time: Duration,
 }
 
@@ -71,8 +73,10 @@ impl Kernel {
             plan.pass(kind)
                 .map(|_| (0..2 * Variant::COUNT).map(|_| OnceOk::default()).collect())
         });
+        let layouts = PassKind::ALL.map(|kind| plan.pass(kind).map(ParamLayout::of));
         let kernel = Kernel {
             code,
+            layouts,
             plan,
             compile_time: Duration::ZERO,
         };
@@ -114,6 +118,13 @@ impl Kernel {
                 jit::compile(&self.plan, pass, variant, listed, false).map(|(code, _)| code)
             })
             .map(Code::entry)
+    }
+
+    /// The parameter layout of `pass`.
+    fn layout(&self, pass: PassKind) -> &ParamLayout {
+        self.layouts[pass.index()]
+            .as_ref()
+            .expect("callers ask only for planned passes")
     }
 
     /// The key this kernel computes.

@@ -1,6 +1,8 @@
 //! One call's passes, in the order of [`Plan::passes`](scatterjit_ir::Plan): the check
 //! before the first write, the copy of an out-of-place scatter, then the passes that write.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 
 use scatterjit_ir::{unravel, Operand, PassKind};
@@ -31,7 +33,11 @@ impl Kernel {
         check_first: bool,
     ) -> Result<()> {
         let key = self.plan.key;
-        let data_shape = data.map_or(out.shape(), |d| d.shape()).to_vec();
+        // In place, data is `out`, which the passes borrow mutably.
+        let data_shape: Cow<'_, [usize]> = match data {
+            Some(data) => Cow::Borrowed(data.shape()),
+            None => Cow::Owned(out.shape().to_vec()),
+        };
         // A successful sort has checked every index.
         let buckets = updates.and_then(|_| self.buckets(&data_shape, indices));
         let apply = self.plan.pass(PassKind::Apply).expect("every plan applies");
@@ -131,6 +137,13 @@ impl Kernel {
         indices: &TensorView<'_>,
     ) -> Result<()> {
         let size = data_shape[self.plan.key.axis()];
+        if let Some(bytes) = indices.dense_bytes() {
+            // Its own compacted form, but for dims of size 1, where `unravel` puts 0.
+            return match check::first_bad(indices.dtype(), bytes, size) {
+                None => Ok(()),
+                Some(flat) => Err(self.index_error(indices, unravel(flat, indices.shape()), size)),
+            };
+        }
         let (compact, kept) = indices.compacted();
         if let Some(bytes) = compact.dense_bytes() {
             return match check::first_bad(indices.dtype(), bytes, size) {

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use scatterjit_ir::{Error as IrError, Meta, Operand, PassKind, TensorRole, OPERAND_SLOTS};
 
-use super::bind::{bind, variant_of, Operands};
-use super::call::{enter, error_counters};
+use super::bind::{bind, variant_of, Operands, Order};
+use super::call::{enter, error_counters, on_stack};
 use super::passes::COPY_CHUNK;
 use super::report::{domain_position, Stop};
 use super::schedule::parallel_grain;
 use super::Kernel;
-use crate::abi::{ParamLayout, MAX_PARAMS, STATUS_OK};
+use crate::abi::{ParamLayout, STATUS_OK};
 use crate::check;
 use crate::error::{Error, Result};
 use crate::jit::PassFn;
@@ -121,7 +121,7 @@ enum Step {
         to: Range<usize>,
     },
     /// A compiled pass, bound.
-    Pass(BoundPass),
+    Pass(Box<BoundPass>),
 }
 
 /// A compiled pass with its parameter block filled for the prepared geometry.
@@ -132,7 +132,7 @@ struct BoundPass {
     /// The operand slots the pass is given (others stay null, as in an ordinary call).
     slots: [bool; OPERAND_SLOTS],
     layout: ParamLayout,
-    order: Vec<usize>,
+    order: Order,
 }
 
 impl Kernel {
@@ -223,14 +223,14 @@ impl Kernel {
                 let placeholder = pass == PassKind::Check && slot == Operand::Data as usize;
                 slots[slot] = raw.is_some() && !placeholder;
             }
-            steps.push(Step::Pass(BoundPass {
+            steps.push(Step::Pass(Box::new(BoundPass {
                 pass,
                 entry: self.entry(pass, variant, false)?,
                 params,
                 slots,
                 layout,
                 order,
-            }));
+            })));
         }
         Ok(Prepared {
             kernel: Arc::clone(self),
@@ -346,17 +346,17 @@ impl Prepared {
                             pointers[slot] = all[slot];
                         }
                     }
-                    let mut params = [0i64; MAX_PARAMS];
-                    let params = &mut params[..bound.params.len()];
-                    params.copy_from_slice(&bound.params);
-                    if enter(bound.entry, &pointers, params) == STATUS_OK {
+                    let failed = on_stack(&bound.params, |params| {
+                        let status = enter(bound.entry, &pointers, params);
+                        (status != STATUS_OK).then(|| error_counters(&bound.layout, params))
+                    });
+                    let Some(counters) = failed else {
                         continue;
-                    }
+                    };
                     if bound.pass == PassKind::Check {
                         return self.run_views(out, data, indices, updates);
                     }
                     // Unreachable after the check; reported as an ordinary call would.
-                    let counters = error_counters(&bound.layout, params);
                     let stop = Stop::BadIndex(domain_position(counters, &bound.order));
                     let indices = self.indices.view(indices)?;
                     let data_shape = self.data.shape();

@@ -250,34 +250,34 @@ impl Kernel {
         let Some(nest) = self.plan.pass(pass) else {
             return Ok(());
         };
-        let layout = ParamLayout::of(nest);
+        let layout = self.layout(pass);
         let indexed_dest = nest
             .dest
             .as_ref()
             .is_some_and(|dest| dest.indexed_dim().is_some());
         if let Some(buckets) = buckets.filter(|_| indexed_dest) {
-            return self.run_buckets(pass, nest, &layout, ops, buckets);
+            return self.run_buckets(pass, nest, layout, ops, buckets);
         }
-        let (params, order) = bind(&self.plan.key, nest, &layout, ops, false);
-        let entry = self.entry(pass, variant_of(nest, &layout, &params, &order), false)?;
+        let (params, order) = bind(&self.plan.key, nest, layout, ops, false);
+        let entry = self.entry(pass, variant_of(nest, layout, &params, &order), false)?;
         let call = Call {
             entry,
             pointers: pointers(ops),
             params,
         };
         let key = &self.plan.key;
-        let plan = split(key, nest, &layout, &call.params, &order);
+        let plan = split(key, nest, layout, &call.params, &order);
         let partial = match (&plan, partial_outputs) {
             (None, Some(partial_outputs)) => {
                 let out = ops.get(Operand::Out);
-                partial_split(key, nest, &layout, &call.params, &order, out)
+                partial_split(key, nest, layout, &call.params, &order, out)
                     .map(|split| (split, partial_outputs))
             }
             _ => None,
         };
         let status = match plan {
             None => match partial {
-                None => call.run(&layout, None),
+                None => call.run(layout, None),
                 Some((split, partial_outputs)) => {
                     let Combine::Reduce(reduction) = nest.combine else {
                         unreachable!("partial_split takes reductions only")
@@ -303,7 +303,7 @@ impl Kernel {
                         .collect();
                     let status = (0..split.chunks)
                         .into_par_iter()
-                        .map(|c| calls[c].run(&layout, Some((&split, c))))
+                        .map(|c| calls[c].run(layout, Some((&split, c))))
                         .find_first(|status| status.is_err())
                         .unwrap_or(Ok(()));
                     drop(calls);
@@ -315,12 +315,12 @@ impl Kernel {
                 let chunks = split.chunks;
                 let first_bad = (0..chunks)
                     .into_par_iter()
-                    .map(|c| call.run(&layout, Some((&split, c))))
+                    .map(|c| call.run(layout, Some((&split, c))))
                     .find_first(|status| status.is_err());
                 match first_bad {
                     // Chunks of the check pass may fail out of row-major order: the
                     // sequential rerun names the first bad index.
-                    Some(Err(_)) if pass == PassKind::Check => call.run(&layout, None),
+                    Some(Err(_)) if pass == PassKind::Check => call.run(layout, None),
                     Some(status) => status,
                     None => Ok(()),
                 }
