@@ -211,6 +211,67 @@ fn check(case: &Case) -> Result<(), String> {
             _ => return Err(format!("{key}: interpreter {expected:?}, kernel {want:?}")),
         }
     }
+    if let (Some(us), Some(u), Some(u2)) = (&first.updates, &updates_t, &updates2) {
+        check_in_place(&kernel, &key, [&first, &second], [&t, &t2], [u, u2], us)?;
+    }
+    Ok(())
+}
+
+/// In place: `Prepared::scatter_in_place` against `Kernel::scatter_in_place` on views of
+/// the same buffers (a copy of data's), on 1 and 3 threads.
+fn check_in_place(
+    kernel: &Arc<Kernel>,
+    key: &KernelKey,
+    sets: [&Buffers; 2],
+    tensors: [&[Tensor; 2]; 2],
+    updates: [&Tensor; 2],
+    updates_layout: &Strided,
+) -> Result<(), String> {
+    let prepared = kernel
+        .prepare_in_place(
+            &geometry(&tensors[0][0], &sets[0].data),
+            &geometry(&tensors[0][1], &sets[0].indices),
+            &geometry(updates[0], updates_layout),
+        )
+        .map_err(|e| format!("{key}: prepare_in_place: {e}"))?;
+    for ((b, t), u) in sets.into_iter().zip(tensors).zip(updates) {
+        let s = b.updates.as_ref().expect("scatters have updates");
+        let mut want_bytes = b.data.bytes.clone();
+        let want = {
+            let mut dv = TensorViewMut::new(
+                key.dtype(),
+                t[0].shape(),
+                &b.data.strides,
+                b.data.offset,
+                &mut want_bytes,
+            )
+            .unwrap();
+            let iv = TensorView::new(
+                key.index_dtype(),
+                t[1].shape(),
+                &b.indices.strides,
+                b.indices.offset,
+                &b.indices.bytes,
+            )
+            .unwrap();
+            let uv =
+                TensorView::new(key.dtype(), u.shape(), &s.strides, s.offset, &s.bytes).unwrap();
+            kernel.scatter_in_place(&mut dv, &iv, &uv)
+        };
+        for (threads, pool) in [1, 3].iter().zip(pools()) {
+            let mut got_bytes = b.data.bytes.clone();
+            let got = pool
+                .install(|| prepared.scatter_in_place(&mut got_bytes, &b.indices.bytes, &s.bytes));
+            if got != want || got_bytes != want_bytes {
+                return Err(format!(
+                    "{key} in place on {threads} threads: prepared {got:?}, views {want:?}"
+                ));
+            }
+            if got.is_err() && got_bytes != b.data.bytes {
+                return Err(format!("{key}: a failed in-place prepared call wrote data"));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -290,6 +351,44 @@ fn buffers_must_fit_the_geometry() {
     // Updates where the call has none, a bad index: errors, nothing written.
     assert!(call
         .run_into(&mut out, &data, &indices, Some(&data))
+        .is_err());
+    // A call prepared out of place is not run in place, nor the other way round.
+    assert!(call.scatter_in_place(&mut out, &indices, &data).is_err());
+    let scatter = KernelKey::scatter_elements(
+        DType::F32,
+        DType::I64,
+        1,
+        0,
+        scatterjit::Reduction::Add,
+        true,
+    )
+    .unwrap();
+    let scatter = KernelCache::global().get(&scatter).unwrap();
+    let in_place = scatter
+        .prepare_in_place(
+            &Geometry::row_major(&[4]),
+            &Geometry::row_major(&[2]),
+            &Geometry::row_major(&[2]),
+        )
+        .unwrap();
+    let mut four = vec![0u8; 16];
+    assert!(in_place
+        .run_into(&mut four, &data, &indices, Some(&data[..8]))
+        .is_err());
+    let in_range: Vec<u8> = [3i64, 0].iter().flat_map(|i| i.to_le_bytes()).collect();
+    let ones: Vec<u8> = [1.0f32, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    in_place
+        .scatter_in_place(&mut four, &in_range, &ones)
+        .unwrap();
+    assert_eq!(four[12..], 1.0f32.to_le_bytes());
+    assert_eq!(four[..4], 1.0f32.to_le_bytes());
+    // Gathers have no in-place form.
+    assert!(kernel
+        .prepare_in_place(
+            &Geometry::row_major(&[4, 2]),
+            &Geometry::row_major(&[2]),
+            &Geometry::row_major(&[2])
+        )
         .is_err());
     let bad: Vec<u8> = [4i64, 0].iter().flat_map(|i| i.to_le_bytes()).collect();
     let e = call.run_into(&mut out, &data, &bad, None).unwrap_err();

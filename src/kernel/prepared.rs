@@ -5,7 +5,9 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use scatterjit_ir::{Error as IrError, Meta, Operand, PassKind, TensorRole, OPERAND_SLOTS};
+use scatterjit_ir::{
+    DType, Error as IrError, Meta, OpKind, Operand, PassKind, TensorRole, OPERAND_SLOTS,
+};
 
 use super::bind::{bind, variant_of, Operands, Order};
 use super::call::{enter, error_counters, on_stack};
@@ -58,7 +60,9 @@ impl Geometry {
 /// its geometry (O(1)), that the output overlaps no input, and every index, and runs the
 /// passes. Results are bit-identical to [`Kernel::run_into`] on views of the same buffers,
 /// at any thread count, and so are the errors: when a check fails, or when the call is
-/// large enough to split over the current rayon pool, the buffers take that path.
+/// large enough to split over the current rayon pool, the buffers take that path. The
+/// in-place form ([`Kernel::prepare_in_place`], [`Prepared::scatter_in_place`]) is the
+/// same for [`Kernel::scatter_in_place`].
 ///
 /// ```
 /// use scatterjit::{DType, Geometry, KernelCache, KernelKey};
@@ -86,6 +90,8 @@ impl Geometry {
 /// ```
 pub struct Prepared {
     kernel: Arc<Kernel>,
+    /// Prepared by [`Kernel::prepare_in_place`]: `out` is data, and there is no copy.
+    in_place: bool,
     out: Unbuffered,
     data: Unbuffered,
     indices: Unbuffered,
@@ -150,9 +156,6 @@ impl Kernel {
     ) -> Result<Prepared> {
         let key = self.plan.key;
         let (dtype, index_dtype) = (key.dtype(), key.index_dtype());
-        let unbuffered = |g: &Geometry, dtype, writable| {
-            Unbuffered::new(dtype, &g.shape, &g.strides, g.offset, writable)
-        };
         let data = unbuffered(data, dtype, false)?;
         let indices = unbuffered(indices, index_dtype, false)?;
         let updates = updates.map(|u| unbuffered(u, dtype, false)).transpose()?;
@@ -163,6 +166,48 @@ impl Kernel {
             updates.as_ref().map(|u| Meta::new(dtype, u.shape())),
         )?;
         self.check_out(Meta::new(dtype, out.shape()), &out_shape)?;
+        self.bind_steps(false, out, data, indices, updates)
+    }
+
+    /// Binds an in-place scatter (PyTorch `scatter_`) to the geometry of its operands, for
+    /// [`Prepared::scatter_in_place`]: the same operands as [`Kernel::scatter_in_place`]
+    /// takes, without their buffers. Errors are those `scatter_in_place` (and the views'
+    /// constructors) would give for this geometry.
+    pub fn prepare_in_place(
+        self: &Arc<Self>,
+        data: &Geometry,
+        indices: &Geometry,
+        updates: &Geometry,
+    ) -> Result<Prepared> {
+        let key = self.plan.key;
+        if key.kind() != OpKind::ScatterElements {
+            return Err(Error::Invalid(IrError::InvalidKey {
+                key: key.to_string(),
+                reason: "in-place calls need a scatter_elements kernel".into(),
+            }));
+        }
+        let (dtype, index_dtype) = (key.dtype(), key.index_dtype());
+        let out = unbuffered(data, dtype, true)?;
+        let indices = unbuffered(indices, index_dtype, false)?;
+        let updates = unbuffered(updates, dtype, false)?;
+        self.validate_meta(
+            Meta::new(dtype, out.shape()),
+            Meta::new(index_dtype, indices.shape()),
+            Some(Meta::new(dtype, updates.shape())),
+        )?;
+        self.bind_steps(true, out.clone(), out, indices, Some(updates))
+    }
+
+    /// The steps of a prepared call on validated geometry (`data` is `out` in place).
+    fn bind_steps(
+        self: &Arc<Self>,
+        in_place: bool,
+        out: Unbuffered,
+        data: Unbuffered,
+        indices: Unbuffered,
+        updates: Option<Unbuffered>,
+    ) -> Result<Prepared> {
+        let key = self.plan.key;
 
         // The check's `Data` only bounds the index.
         let zero_strides = vec![0isize; data.shape().len()];
@@ -186,6 +231,7 @@ impl Kernel {
                         .with(Operand::Indices, indices.raw())
                         .with(Operand::Data, bound_only)
                 }
+                PassKind::Copy if in_place => continue,
                 PassKind::Copy => {
                     if let (Some(from), Some(to)) = (data.dense_range(), out.dense_range()) {
                         copy_bytes = to.len();
@@ -234,6 +280,7 @@ impl Kernel {
         }
         Ok(Prepared {
             kernel: Arc::clone(self),
+            in_place,
             small: None,
             out,
             data,
@@ -245,6 +292,13 @@ impl Kernel {
         }
         .sized())
     }
+}
+
+/// `g` checked as a view of `dtype` (writable or not) would be, without its buffer.
+fn unbuffered(g: &Geometry, dtype: DType, writable: bool) -> Result<Unbuffered> {
+    Ok(Unbuffered::new(
+        dtype, &g.shape, &g.strides, g.offset, writable,
+    )?)
 }
 
 impl Prepared {
@@ -274,6 +328,39 @@ impl Prepared {
         indices: &[u8],
         updates: Option<&[u8]>,
     ) -> Result<()> {
+        if self.in_place {
+            return Err(self.wrong_form("Prepared::scatter_in_place"));
+        }
+        self.call(out, Some(data), indices, updates)
+    }
+
+    /// ScatterElements in place (PyTorch `scatter_`) on these buffers, laid out as the
+    /// geometry given to [`Kernel::prepare_in_place`] says: the same as
+    /// [`Kernel::scatter_in_place`] on views of them, with the same errors. All indices are
+    /// checked before the first write, so on error `data` is unchanged.
+    pub fn scatter_in_place(&self, data: &mut [u8], indices: &[u8], updates: &[u8]) -> Result<()> {
+        if !self.in_place {
+            return Err(self.wrong_form("Prepared::run_into"));
+        }
+        self.call(data, None, indices, Some(updates))
+    }
+
+    /// The error for a call of the form this one was not prepared for.
+    fn wrong_form(&self, right: &str) -> Error {
+        Error::Invalid(IrError::InvalidKey {
+            key: self.kernel.key().to_string(),
+            reason: format!("this call was prepared for {right}"),
+        })
+    }
+
+    /// The call on buffers; `data` is `None` in place (`out` holds data).
+    fn call(
+        &self,
+        out: &mut [u8],
+        data: Option<&[u8]>,
+        indices: &[u8],
+        updates: Option<&[u8]>,
+    ) -> Result<()> {
         if updates.is_some() != self.updates.is_some() {
             return Err(Error::Invalid(IrError::InvalidView {
                 tensor: TensorRole::Updates,
@@ -284,13 +371,13 @@ impl Prepared {
             }));
         }
         let fits = out.len() >= self.out.needed
-            && data.len() >= self.data.needed
+            && data.is_none_or(|d| d.len() >= self.data.needed)
             && indices.len() >= self.indices.needed
             && updates
                 .zip(self.updates.as_ref())
                 .is_none_or(|(u, g)| u.len() >= g.needed);
         let span = out.as_ptr_range();
-        let disjoint = [Some(data), Some(indices), updates]
+        let disjoint = [data, Some(indices), updates]
             .into_iter()
             .flatten()
             .all(|input| !tensor::overlaps(span.clone(), input.as_ptr_range()));
@@ -301,7 +388,10 @@ impl Prepared {
         let bases = [
             (
                 Operand::Data,
-                data.as_ptr().wrapping_add(self.data.start()).cast_mut(),
+                data.map_or(std::ptr::null(), |d| {
+                    d.as_ptr().wrapping_add(self.data.start())
+                })
+                .cast_mut(),
             ),
             (
                 Operand::Indices,
@@ -337,6 +427,7 @@ impl Prepared {
                     }
                 }
                 Step::Memcpy { from, to } => {
+                    let data = data.expect("in-place calls have no copy");
                     out[to.clone()].copy_from_slice(&data[from.clone()]);
                 }
                 Step::Pass(bound) => {
@@ -374,18 +465,24 @@ impl Prepared {
     fn run_views(
         &self,
         out: &mut [u8],
-        data: &[u8],
+        data: Option<&[u8]>,
         indices: &[u8],
         updates: Option<&[u8]>,
     ) -> Result<()> {
-        let data = self.data.view(data)?;
+        let data = data.map(|d| self.data.view(d)).transpose()?;
         let indices = self.indices.view(indices)?;
         let updates = match (updates, &self.updates) {
             (Some(bytes), Some(g)) => Some(g.view(bytes)?),
             _ => None,
         };
         let mut out = self.out.view_mut(out)?;
-        self.kernel
-            .run_into(&mut out, &data, &indices, updates.as_ref())
+        match (data, updates) {
+            (Some(data), updates) => {
+                self.kernel
+                    .run_into(&mut out, &data, &indices, updates.as_ref())
+            }
+            (None, Some(updates)) => self.kernel.scatter_in_place(&mut out, &indices, &updates),
+            (None, None) => unreachable!("in-place calls are prepared with updates"),
+        }
     }
 }
