@@ -7,7 +7,7 @@
  *     sj_kernel *kernel;
  *     if (sj_kernel_get(cache, "gather.f32.i64.r2.q1.a0", &kernel) != SJ_OK)
  *         fprintf(stderr, "%s\n", sj_last_error());
- *     sj_args args = {&data, &indices, NULL, &out, {0}};
+ *     sj_args args = {&data, &indices, NULL, &out, {0}, NULL, 0};
  *     int32_t status = sj_kernel_run(kernel, &args);
  *     sj_kernel_free(kernel);
  *     sj_cache_free(cache);
@@ -51,7 +51,8 @@ void sj_kernel_free(sj_kernel *kernel);
 /* Runs a kernel on caller-owned tensors (see sj_args). Every index is checked before the
  * first write: on any error out is unchanged, and on SJ_ERR_INDEX_OUT_OF_BOUNDS the
  * position of the first bad index is in args->bad_index. Unlike an ahead-of-time entry,
- * every kernel (mean too) is available, and large calls run on several threads. */
+ * it allocates mean's scratch itself (args->workspace is ignored), and large calls run on
+ * several threads. */
 int32_t sj_kernel_run(const sj_kernel *kernel, sj_args *args);
 
 /* The message of the last failed call on this thread ("" if none). Valid until the next

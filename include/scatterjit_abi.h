@@ -82,21 +82,27 @@ typedef struct sj_args {
     /* On SJ_ERR_INDEX_OUT_OF_BOUNDS: the position in indices of the first bad index in
      * row-major order (its first indices->ndim entries). Otherwise left as it was. */
     int64_t bad_index[SJ_MAX_RANK];
+    /* Scratch memory for an ahead-of-time kernel that needs some (mean: per-element sums
+     * and counts; its header says how many bytes), used only during the call; any
+     * alignment works, 16 bytes is fastest. Other kernels, and sj_kernel_run (which
+     * allocates its own), ignore both fields: zero them. */
+    void *workspace;
+    uint64_t workspace_bytes;
 } sj_args;
 
 /* Status codes. On any error other than the index check's, nothing is read or written;
  * on SJ_ERR_INDEX_OUT_OF_BOUNDS, out is unchanged (all indices are checked first). */
 #define SJ_OK 0
-#define SJ_ERR_NULL_POINTER 1        /* a NULL args, tensor, shape, or data of a non-empty tensor */
+#define SJ_ERR_NULL_POINTER 1        /* a NULL args, tensor, shape, data of a non-empty tensor, or needed workspace */
 #define SJ_ERR_DEVICE 2              /* a tensor not on the CPU */
 #define SJ_ERR_DTYPE 3               /* a dtype other than the kernel's */
 #define SJ_ERR_RANK 4                /* an ndim other than the kernel's */
 #define SJ_ERR_SHAPE 5               /* dims that break the op's shape rules, or negative */
 #define SJ_ERR_INDEX_OUT_OF_BOUNDS 6 /* an index outside [-s, s); see sj_args.bad_index */
-#define SJ_ERR_OVERLAP 7             /* out shares memory with an input */
+#define SJ_ERR_OVERLAP 7             /* out shares memory with an input, or the workspace with a tensor */
 #define SJ_ERR_KEY 8                 /* (C ABI) a kernel key that does not parse or is unsupported */
 #define SJ_ERR_INTERNAL 9            /* (C ABI) a bug in scatterjit */
-#define SJ_ERR_RESOURCE 10           /* (C ABI) a buffer over its size limit, or out of memory */
+#define SJ_ERR_RESOURCE 10           /* a buffer over its size limit, out of memory, or too small a workspace */
 
 /* A short name for a status code. */
 static inline const char *sj_status_name(int32_t status) {
@@ -131,7 +137,9 @@ _Static_assert(offsetof(sj_args, indices) == 8, "sj_args layout");
 _Static_assert(offsetof(sj_args, updates) == 16, "sj_args layout");
 _Static_assert(offsetof(sj_args, out) == 24, "sj_args layout");
 _Static_assert(offsetof(sj_args, bad_index) == 32, "sj_args layout");
-_Static_assert(sizeof(sj_args) == 96, "sj_args layout");
+_Static_assert(offsetof(sj_args, workspace) == 96, "sj_args layout");
+_Static_assert(offsetof(sj_args, workspace_bytes) == 104, "sj_args layout");
+_Static_assert(sizeof(sj_args) == 112, "sj_args layout");
 #endif
 
 #ifdef __cplusplus

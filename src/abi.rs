@@ -9,7 +9,7 @@
 //!   `depth` slots the pass writes the loop counters into when it meets a bad index;
 //! - it returns [`STATUS_OK`] or [`STATUS_BAD_INDEX`].
 
-use scatterjit_ir::{Access, KernelKey, LoopNest, Operand, Reduction, Source};
+use scatterjit_ir::{Access, KernelKey, LoopNest, Operand, Plan, Reduction, Source};
 
 /// Every index was valid and the pass ran to the end.
 pub(crate) const STATUS_OK: i64 = 0;
@@ -55,8 +55,20 @@ pub(crate) fn element_size(key: &KernelKey, operand: Operand) -> usize {
         Operand::Data | Operand::Updates | Operand::Out => key.dtype().size(),
         Operand::Indices => key.index_dtype().size(),
         Operand::Acc => Reduction::mean_accumulator(key.dtype()).map_or(0, |acc| acc.size()),
-        Operand::Count => 8,
+        Operand::Count => COUNT_SIZE,
     }
+}
+
+/// Bytes of one of `mean`'s counts.
+pub(crate) const COUNT_SIZE: usize = 8;
+
+/// Bytes of `mean`'s scratch per output element under `plan`: a count and a sum (none for
+/// other plans). The scratch is shaped like the output and holds all counts, then all
+/// sums, both row-major: the buffer a call allocates and an ahead-of-time entry's
+/// `SjArgs::workspace` alike.
+pub(crate) fn scratch_per_element(plan: &Plan) -> usize {
+    plan.mean_accumulator()
+        .map_or(0, |acc| COUNT_SIZE + acc.size())
 }
 
 /// The most accesses a pass has (index, source, dest, count).

@@ -48,6 +48,12 @@ pub struct SjArgs {
     /// On [`Status::IndexOutOfBounds`], the position in `indices` of the first bad index
     /// in row-major order (its first `indices.ndim` entries).
     pub bad_index: [i64; MAX_RANK],
+    /// Scratch memory for an ahead-of-time entry that needs it (`mean`: its per-element
+    /// sums and counts, of the size its header states), used only during the call. Other
+    /// entries and the shared library's `sj_kernel_run`, which allocates its own, ignore it.
+    pub workspace: *mut u8,
+    /// Bytes at `workspace`.
+    pub workspace_bytes: u64,
 }
 
 /// DLPack's `kDLCPU`.
@@ -59,8 +65,8 @@ pub const DEVICE_CPU: i32 = 1;
 pub enum Status {
     /// The call succeeded.
     Ok = 0,
-    /// A required pointer is null (an argument, a descriptor, a shape, or the data of a
-    /// tensor that has elements).
+    /// A required pointer is null (an argument, a descriptor, a shape, the data of a
+    /// tensor that has elements, or a workspace an ahead-of-time entry needs).
     NullPointer = 1,
     /// A tensor is not in CPU memory.
     Device = 2,
@@ -72,13 +78,15 @@ pub enum Status {
     Shape = 5,
     /// An index is outside `[-s, s)`; its position is in [`SjArgs::bad_index`].
     IndexOutOfBounds = 6,
-    /// The output overlaps an input (other than data for an in-place scatter).
+    /// The output overlaps an input (other than data for an in-place scatter), or an
+    /// ahead-of-time entry's workspace overlaps a tensor.
     Overlap = 7,
     /// The kernel key does not parse or names an unsupported kernel.
     Key = 8,
     /// A bug in scatterjit (a compiler rejection or a caught panic).
     Internal = 9,
-    /// (C ABI) A buffer the call needs is over its size limit, or memory ran out.
+    /// A buffer the call needs is over its size limit or memory ran out (C ABI), or the
+    /// caller's [`SjArgs::workspace`] is smaller than the entry needs (ahead of time).
     Resource = 10,
 }
 

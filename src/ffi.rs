@@ -482,6 +482,8 @@ mod tests {
                 updates: std::ptr::null(),
                 out: &out,
                 bad_index: [0; MAX_RANK],
+                workspace: std::ptr::null_mut(),
+                workspace_bytes: 0,
             };
             // SAFETY: a live kernel; the descriptors are refused before any memory is read.
             let status = unsafe { sj_kernel_run(kernel, &mut args) };
@@ -544,6 +546,14 @@ mod tests {
             (
                 "offsetof(sj_args, bad_index)",
                 offset_of!(SjArgs, bad_index),
+            ),
+            (
+                "offsetof(sj_args, workspace)",
+                offset_of!(SjArgs, workspace),
+            ),
+            (
+                "offsetof(sj_args, workspace_bytes)",
+                offset_of!(SjArgs, workspace_bytes),
             ),
             ("sizeof(sj_args)", size_of::<SjArgs>()),
         ];

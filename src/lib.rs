@@ -29,7 +29,6 @@ pub mod error;
 pub mod ffi;
 mod jit;
 mod kernel;
-mod mean;
 mod once;
 mod partials;
 mod strings;

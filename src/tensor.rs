@@ -471,21 +471,10 @@ impl<'a> TensorViewMut<'a> {
         }
     }
 
-    /// Calls `f` with the bytes of every element, in row-major order.
     /// The elements as one row-major byte slice, if the view is laid out that way.
     pub(crate) fn dense_bytes_mut(&mut self) -> Option<&mut [u8]> {
         let range = self.layout.dense_range()?;
         Some(&mut self.bytes[range])
-    }
-
-    pub(crate) fn for_each_element(&mut self, mut f: impl FnMut(&mut [u8])) {
-        let size = self.dtype().size();
-        let base = self.layout.offset as isize;
-        let bytes = &mut *self.bytes;
-        for_each_offset(&self.layout.shape, &self.layout.strides, |off| {
-            let at = (base + off) as usize * size;
-            f(&mut bytes[at..at + size]);
-        });
     }
 
     /// The addresses of the viewed buffer.

@@ -506,13 +506,49 @@ pub fn case() -> impl Strategy<Value = Case> {
         NUMERIC.len() as u32 => prop::sample::select(NUMERIC),
         2 => Just(DType::String),
     ];
+    case_of(kind, dtype, prop::sample::select(Reduction::ALL))
+}
+
+/// The dtypes `mean` applies to.
+const MEAN: &[DType] = &[
+    DType::F16,
+    DType::BF16,
+    DType::F32,
+    DType::F64,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+];
+
+/// Scatter `mean` (its init, apply and finish nests) on every dtype it applies to, with and
+/// without the initial values, in every layout [`case`] draws.
+fn mean_case() -> impl Strategy<Value = Case> {
+    case_of(
+        Just(OpKind::ScatterElements),
+        prop::sample::select(MEAN),
+        Just(Reduction::Mean),
+    )
+}
+
+/// Problems of the given kinds, dtypes and reductions: random shapes (empty dims among
+/// them), axes, index dtypes and values (duplicates, a bad index now and then), layouts.
+fn case_of(
+    kind: impl Strategy<Value = OpKind>,
+    dtype: impl Strategy<Value = DType>,
+    reduction: impl Strategy<Value = Reduction>,
+) -> impl Strategy<Value = Case> {
     (
         kind,
         dtype,
         prop::sample::select(INDEX),
         1usize..=5,
         0usize..=3,
-        prop::sample::select(Reduction::ALL),
+        reduction,
         any::<bool>(),
         any::<u64>(),
     )
@@ -592,11 +628,22 @@ pub fn case() -> impl Strategy<Value = Case> {
 /// index per slice uniform by layout (expanded, row-broadcast) or by value, updates
 /// packed, padded or broadcast, bad indices where a slice's index is read.
 pub fn engine_case() -> impl Strategy<Value = Case> {
-    (
+    engine_case_of(
         prop::sample::select(NUMERIC),
+        prop::sample::select(Reduction::ALL),
+    )
+}
+
+/// [`engine_case`] with the given dtypes and reductions.
+fn engine_case_of(
+    dtype: impl Strategy<Value = DType>,
+    reduction: impl Strategy<Value = Reduction>,
+) -> impl Strategy<Value = Case> {
+    (
+        dtype,
         prop::sample::select(INDEX),
         1usize..=3,
-        prop::sample::select(Reduction::ALL),
+        reduction,
         any::<bool>(),
         any::<u64>(),
     )
@@ -679,6 +726,28 @@ proptest! {
 
     #[test]
     fn parallel_engine_agrees_with_interpreter(case in engine_case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// `mean` on its own, on 1 and 3 threads (`agree`), so every dtype and both
+    /// `use_init_val`s meet every layout often.
+    #[test]
+    fn mean_agrees_with_interpreter(case in mean_case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
+    #[test]
+    fn mean_on_the_parallel_engine_agrees_with_interpreter(
+        case in engine_case_of(prop::sample::select(MEAN), Just(Reduction::Mean)),
+    ) {
         if let Err(message) = check(&case) {
             prop_assert!(false, "{}", message);
         }

@@ -10,15 +10,15 @@ use scatterjit::{DType, KernelKey, OpKind, Reduction, Tensor};
 use crate::c_harness::op_of;
 
 /// The keys of the matrix: ScatterElements along either axis with every reduction that
-/// applies (with and without the initial values; mean is not available ahead of time),
-/// GatherElements along either axis, Gather of rows and of elements of rows.
+/// applies (with and without the initial values; mean with its workspace), GatherElements
+/// along either axis, Gather of rows and of elements of rows.
 pub fn keys() -> Vec<KernelKey> {
     let mut keys = Vec::new();
     for &dtype in DType::ALL.iter().filter(|&&d| d != DType::String) {
         for index in [DType::I32, DType::I64] {
             for axis in 0..2 {
                 for &r in Reduction::ALL {
-                    if !r.supports(dtype) || r == Reduction::Mean {
+                    if !r.supports(dtype) {
                         continue;
                     }
                     for init in [true, false] {
@@ -38,14 +38,23 @@ pub fn keys() -> Vec<KernelKey> {
     keys
 }
 
-/// The C source of `kernels[]`: the entry of each key, in order.
+/// The C source of `kernels[]` (the entry of each key, in order) and `workspaces[]` (the
+/// header's workspace size function of each key that needs one, else NULL).
 pub fn table(keys: &[KernelKey]) -> String {
     let mut c = String::from(
         "#include \"kernels.h\"\n\ntypedef int32_t (*kernel_fn)(sj_args *args);\n\
+         typedef uint64_t (*workspace_fn)(const sj_tensor *out);\n\
          const kernel_fn kernels[] = {\n",
     );
     for key in keys {
         c += &format!("    {},\n", scatterjit::aot::symbol(key));
+    }
+    c += "};\nconst workspace_fn workspaces[] = {\n";
+    for key in keys {
+        match key.reduction() == Reduction::Mean {
+            true => c += &format!("    {}_workspace_bytes,\n", scatterjit::aot::symbol(key)),
+            false => c += "    NULL,\n",
+        }
     }
     c += &format!("}};\nconst int64_t kernel_count = {};\n", keys.len());
     c

@@ -100,6 +100,18 @@ pub enum Combine {
     Reduce(Reduction),
     /// `dest += widen(value); count += 1` in the mean accumulator type.
     Accumulate(MeanAccumulator),
+    /// Mean's start: `dest = widen(value)` in the accumulator type (its zero for an
+    /// identity source) and `count = 0`.
+    Start(MeanAccumulator),
+    /// Mean's end: where `count > 0`, `dest = value / (count + 1)` with `use_init_val`
+    /// (`value / count` without), rounded once to the element type (integers toward
+    /// negative infinity); elements with `count = 0` keep their value.
+    Finish {
+        /// The type of the sums read.
+        acc: MeanAccumulator,
+        /// Whether the sums include the initial value (`use_init_val`).
+        with_init: bool,
+    },
 }
 
 /// The role of a pass in a kernel; passes run in the order of this enum, which is the
@@ -110,19 +122,23 @@ pub enum PassKind {
     Check,
     /// Out-of-place scatter: copy data into the output.
     Copy,
-    /// `use_init_val = false`: reset every targeted element to the identity.
+    /// `use_init_val = false`: reset every targeted element to the identity; for `mean`,
+    /// start every sum and count.
     Init,
     /// The op itself.
     Apply,
+    /// `mean`: divide the sums into the output.
+    Finish,
 }
 
 impl PassKind {
     /// Every kind, in order; [`PassKind::index`] numbers them.
-    pub const ALL: [PassKind; 4] = [
+    pub const ALL: [PassKind; 5] = [
         PassKind::Check,
         PassKind::Copy,
         PassKind::Init,
         PassKind::Apply,
+        PassKind::Finish,
     ];
 
     /// A dense number for this kind, below `PassKind::ALL.len()`.
@@ -137,6 +153,7 @@ impl PassKind {
             PassKind::Check => "check",
             PassKind::Init => "init",
             PassKind::Apply => "apply",
+            PassKind::Finish => "finish",
         }
     }
 }
@@ -158,22 +175,20 @@ pub struct LoopNest {
     pub source: Option<Source>,
     /// The element written, if any.
     pub dest: Option<Access>,
-    /// Mean's count, incremented where `dest` is accumulated.
+    /// Mean's per-element count: incremented where `dest` is accumulated, zeroed by
+    /// [`Combine::Start`], read by [`Combine::Finish`].
     pub count: Option<Access>,
     /// How source meets dest.
     pub combine: Combine,
 }
 
-/// Everything a key computes: its passes and, for `mean`, the host steps around them.
+/// Everything a key computes: its passes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     /// The key planned.
     pub key: KernelKey,
     /// The loop nests, in [`PassKind`] order; each kind at most once.
     pub passes: Vec<LoopNest>,
-    /// For `mean`: the accumulator type (sums are initialized before and divided after the
-    /// apply pass on the host, in `O(output)` work).
-    pub mean: Option<MeanAccumulator>,
 }
 
 impl Plan {
@@ -196,7 +211,6 @@ impl Plan {
         };
         // The check comes first: nothing is written before every index is known good.
         let mut passes = vec![check];
-        let mut mean = None;
         match key.kind() {
             OpKind::ScatterElements => {
                 passes.push(LoopNest {
@@ -233,12 +247,42 @@ impl Plan {
                     Reduction::Mean => {
                         let acc = Reduction::mean_accumulator(key.dtype())
                             .expect("keys only admit mean for dtypes with an accumulator");
-                        mean = Some(acc);
+                        // Sums and counts are shaped like out, and walked with it.
+                        let each = |pass, source, dest, combine| LoopNest {
+                            pass,
+                            domain: Operand::Out,
+                            depth: r,
+                            index: None,
+                            bound: None,
+                            source: Some(source),
+                            dest: Some(all(dest, r)),
+                            count: Some(all(Operand::Count, r)),
+                            combine,
+                        };
+                        let start = match key.use_init_val() {
+                            true => Source::Read(all(Operand::Out, r)),
+                            false => Source::Identity(Reduction::Mean),
+                        };
+                        passes.push(each(
+                            PassKind::Init,
+                            start,
+                            Operand::Acc,
+                            Combine::Start(acc),
+                        ));
                         passes.push(scatter(
                             updates,
                             indexed(Operand::Acc, r),
                             Some(indexed(Operand::Count, r)),
                             Combine::Accumulate(acc),
+                        ));
+                        passes.push(each(
+                            PassKind::Finish,
+                            Source::Read(all(Operand::Acc, r)),
+                            Operand::Out,
+                            Combine::Finish {
+                                acc,
+                                with_init: key.use_init_val(),
+                            },
                         ));
                     }
                     _ => {
@@ -297,7 +341,16 @@ impl Plan {
                 });
             }
         }
-        Plan { key, passes, mean }
+        Plan { key, passes }
+    }
+
+    /// For `mean`: the type of the sums, which with the counts need scratch shaped like
+    /// the output (see [`Operand::Acc`], [`Operand::Count`]).
+    pub fn mean_accumulator(&self) -> Option<MeanAccumulator> {
+        self.passes.iter().find_map(|p| match p.combine {
+            Combine::Accumulate(acc) => Some(acc),
+            _ => None,
+        })
     }
 
     /// The pass of the given kind, if the plan has one.
@@ -357,6 +410,25 @@ impl fmt::Display for LoopNest {
                 }
                 Ok(())
             }
+            Combine::Start(acc) => {
+                match &self.source {
+                    Some(Source::Identity(_)) => writeln!(f, "    {dest} = {acc:?}(0)")?,
+                    _ => writeln!(f, "    {dest} = {acc:?}({value})")?,
+                }
+                if let Some(count) = &self.count {
+                    writeln!(f, "    {count} = 0")?;
+                }
+                Ok(())
+            }
+            Combine::Finish { with_init, .. } => {
+                let count = self.count.as_ref().map(ToString::to_string);
+                let count = count.unwrap_or_default();
+                let extra = if with_init { " + 1" } else { "" };
+                writeln!(
+                    f,
+                    "    if {count} > 0: {dest} = {value} / ({count}{extra})  // integers round toward -inf"
+                )
+            }
         }
     }
 }
@@ -364,19 +436,8 @@ impl fmt::Display for LoopNest {
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "kernel {}", self.key)?;
-        if let Some(acc) = self.mean {
-            let init = if self.key.use_init_val() { "data" } else { "0" };
-            writeln!(f, "host: acc = {acc:?}({init}); count = 0")?;
-        }
         for pass in &self.passes {
             write!(f, "{pass}")?;
-        }
-        if self.mean.is_some() {
-            let extra = u8::from(self.key.use_init_val());
-            writeln!(
-                f,
-                "host: where count > 0: out = acc / (count + {extra})  // integers round toward -inf"
-            )?;
         }
         Ok(())
     }
@@ -430,11 +491,31 @@ mod tests {
         let mean = KernelKey::scatter_elements(DType::I8, DType::I64, 2, 1, Reduction::Mean, true)
             .unwrap();
         let plan = Plan::new(mean);
-        assert_eq!(plan.mean, Some(MeanAccumulator::I64));
-        let text = plan.to_string();
-        assert!(
-            text.contains("acc[p0, k] += I64(updates[p0, p1])"),
-            "{text}"
+        assert_eq!(plan.mean_accumulator(), Some(MeanAccumulator::I64));
+        assert_eq!(
+            kinds(mean),
+            [
+                PassKind::Check,
+                PassKind::Copy,
+                PassKind::Init,
+                PassKind::Apply,
+                PassKind::Finish
+            ]
         );
+        let text = plan.to_string();
+        for line in [
+            "acc[p0, p1] = I64(out[p0, p1])",
+            "count[p0, p1] = 0",
+            "acc[p0, k] += I64(updates[p0, p1])",
+            "if count[p0, p1] > 0: out[p0, p1] = acc[p0, p1] / (count[p0, p1] + 1)",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        let noinit =
+            KernelKey::scatter_elements(DType::U64, DType::I32, 1, 0, Reduction::Mean, false)
+                .unwrap();
+        let text = Plan::new(noinit).to_string();
+        assert!(text.contains("acc[p0] = I128(0)"), "{text}");
+        assert!(text.contains("out[p0] = acc[p0] / (count[p0])"), "{text}");
     }
 }

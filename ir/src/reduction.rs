@@ -162,6 +162,16 @@ impl MeanAccumulator {
             MeanAccumulator::I128 => 16,
         }
     }
+
+    /// Little-endian bytes of the sum an element starts from without `use_init_val`: -0.0
+    /// for floats (IEEE addition's identity, as for `add`), 0 for integers.
+    pub fn identity_bytes(self) -> Vec<u8> {
+        match self {
+            MeanAccumulator::F32 => (-0f32).to_le_bytes().to_vec(),
+            MeanAccumulator::F64 => (-0f64).to_le_bytes().to_vec(),
+            MeanAccumulator::I64 | MeanAccumulator::I128 => vec![0; self.size()],
+        }
+    }
 }
 
 impl fmt::Display for Reduction {

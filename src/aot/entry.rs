@@ -3,7 +3,13 @@
 //! device, ranks, dtypes, the op's shape rules, overlap of the output with the inputs),
 //! fills each pass's parameter block from the descriptors' dims and strides, picks the
 //! variant whose condition the strides meet, and calls the passes: check first (so a bad
-//! index leaves the output unchanged), then copy (skipped in place), init and apply.
+//! index leaves the output unchanged), then the others in the plan's order (copy skipped
+//! in place).
+//!
+//! A plan with `mean`'s sums and counts ([`Operand::Acc`], [`Operand::Count`]) takes them
+//! from the caller's `SjArgs::workspace`, laid out as `abi::scratch_per_element` says. The
+//! entry checks its size and that it shares no memory with the operands before anything
+//! runs.
 //!
 //! Everything the entry decides comes from the same plan, parameter layouts and shape rules
 //! as the JIT's host code; loops run in row-major order on the calling thread.
@@ -26,9 +32,8 @@ pub(super) struct PassRefs {
     pub variants: [FuncRef; 2],
 }
 
-/// One operand of the call, loaded and checked.
+/// One operand of the call, loaded and checked, or a piece of the workspace.
 struct Tensor {
-    role: Role,
     /// Address of element 0 (`data + byte_offset`).
     base: Value,
     /// Dims and element strides (row-major ones when the descriptor has none), as i64.
@@ -69,14 +74,15 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
 
     let null = e.b.ins().icmp_imm_s(IntCC::Equal, args, 0);
     e.fail_if(null, Status::NullPointer);
-    let tensors: Vec<Tensor> = cabi::roles(&key)
+    let tensors: Vec<(Role, Tensor)> = cabi::roles(&key)
         .into_iter()
-        .map(|(role, rank)| e.tensor(&key, role, rank))
+        .map(|(role, rank)| (role, e.tensor(&key, role, rank)))
         .collect();
     let get = |role: Role| {
         tensors
             .iter()
-            .find(|t| t.role == role)
+            .find(|t| t.0 == role)
+            .map(|t| &t.1)
             .expect("the key's roles are loaded")
     };
     for rule in cabi::shape_rules(&key) {
@@ -93,13 +99,34 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
 
     let out = get(Role::Out);
     let in_place = (key.kind() == OpKind::ScatterElements).then(|| e.same(out, get(Role::Data)));
-    for input in tensors.iter().filter(|t| t.role != Role::Out) {
+    for (role, input) in tensors.iter().filter(|t| t.0 != Role::Out) {
         let mut overlap = e.overlap(out, input);
-        if let (Role::Data, Some(same)) = (input.role, in_place) {
+        if let (Role::Data, Some(same)) = (role, in_place) {
             let not_same = e.b.ins().icmp_imm_s(IntCC::Equal, same, 0);
             overlap = e.b.ins().band(overlap, not_same);
         }
         e.fail_if(overlap, Status::Overlap);
+    }
+    let mut bound: Vec<(Operand, &Tensor)> = tensors
+        .iter()
+        .map(|(role, t)| (operand_of(*role), t))
+        .collect();
+    let scratch = plan.mean_accumulator().map(|acc| {
+        e.workspace(
+            out,
+            acc.size() as i64,
+            abi::scratch_per_element(plan) as i64,
+        )
+    });
+    if let Some([counts, sums]) = &scratch {
+        for (_, t) in &tensors {
+            for piece in [counts, sums] {
+                let overlap = e.overlap(piece, t);
+                e.fail_if(overlap, Status::Overlap);
+            }
+        }
+        bound.push((Operand::Count, counts));
+        bound.push((Operand::Acc, sums));
     }
 
     let operands = e.slot(8 * scatterjit_ir::OPERAND_SLOTS as u32);
@@ -112,25 +139,29 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
             (slot * 8) as i32,
         );
     }
-    for t in &tensors {
-        let slot = operand_of(t.role) as usize;
-        e.b.ins()
-            .store(MemFlagsData::trusted(), t.base, operands, (slot * 8) as i32);
+    for (operand, t) in &bound {
+        e.b.ins().store(
+            MemFlagsData::trusted(),
+            t.base,
+            operands,
+            (*operand as usize * 8) as i32,
+        );
     }
 
     // The plan's order: the check before the first write.
     for nest in &plan.passes {
         let kind = nest.pass;
-        let Some(refs) = passes.iter().find(|p| p.kind == kind) else {
-            continue;
-        };
+        let refs = passes
+            .iter()
+            .find(|p| p.kind == kind)
+            .expect("every pass of the plan is compiled");
         let after = e.b.create_block();
         if let (PassKind::Copy, Some(same)) = (kind, in_place) {
             let run = e.b.create_block();
             e.b.ins().brif(same, after, &[], run, &[]);
             e.b.switch_to_block(run);
         }
-        e.call_pass(nest, refs, &tensors, operands);
+        e.call_pass(nest, refs, &bound, operands);
         e.b.ins().jump(after, &[]);
         e.b.switch_to_block(after);
     }
@@ -252,13 +283,56 @@ impl Entry<'_, '_> {
         let offset = self.field(types::I64, t, offset_of!(SjTensor, byte_offset));
         let base = self.b.ins().iadd(data, offset);
         Tensor {
-            role,
             base,
             dims,
             strides,
             nonempty,
             size: dtype.size() as i64,
         }
+    }
+
+    /// The workspace's two pieces for an output `out`: its counts and its sums (of
+    /// `sum_size` bytes each), row-major in out's shape. Fails the call unless the
+    /// workspace holds `per_element` bytes per element of out (not null if out has any).
+    fn workspace(&mut self, out: &Tensor, sum_size: i64, per_element: i64) -> [Tensor; 2] {
+        let args = self.args;
+        let at = self.field(self.ptr, args, offset_of!(SjArgs, workspace));
+        let bytes = self.field(types::I64, args, offset_of!(SjArgs, workspace_bytes));
+        // Whether out's element count fits `bytes / per_element`, without the overflow a
+        // product of hostile dims could have: divide the room by each dim instead.
+        let per = self.b.ins().iconst(types::I64, per_element);
+        let mut room = self.b.ins().udiv(bytes, per);
+        let one = self.b.ins().iconst(types::I64, 1);
+        for &d in &out.dims {
+            let zero = self.b.ins().icmp_imm_s(IntCC::Equal, d, 0);
+            let d = self.b.ins().select(zero, one, d);
+            room = self.b.ins().udiv(room, d);
+        }
+        let short = self.b.ins().icmp_imm_s(IntCC::Equal, room, 0);
+        let short = self.b.ins().band(short, out.nonempty);
+        self.fail_if(short, Status::Resource);
+        let null = self.b.ins().icmp_imm_s(IntCC::Equal, at, 0);
+        let null = self.b.ins().band(null, out.nonempty);
+        self.fail_if(null, Status::NullPointer);
+
+        // Row-major strides; the element count is known to fit now.
+        let mut strides = vec![one; out.dims.len()];
+        let mut numel = one;
+        for d in (0..out.dims.len()).rev() {
+            strides[d] = numel;
+            numel = self.b.ins().imul(numel, out.dims[d]);
+        }
+        let count_size = abi::COUNT_SIZE as i64;
+        let counts_bytes = self.b.ins().imul_imm_s(numel, count_size);
+        let sums = self.b.ins().iadd(at, counts_bytes);
+        let piece = |base, size| Tensor {
+            base,
+            dims: out.dims.clone(),
+            strides: strides.clone(),
+            nonempty: out.nonempty,
+            size,
+        };
+        [piece(at, count_size), piece(sums, sum_size)]
     }
 
     /// The lowest address and one past the highest byte `t`'s elements reach.
@@ -305,12 +379,19 @@ impl Entry<'_, '_> {
     /// Fills `nest`'s parameter block from the tensors (loops in row-major order), calls
     /// the variant the strides allow, and on a bad index writes its position into
     /// `args.bad_index` and returns [`Status::IndexOutOfBounds`].
-    fn call_pass(&mut self, nest: &LoopNest, refs: &PassRefs, tensors: &[Tensor], operands: Value) {
+    fn call_pass(
+        &mut self,
+        nest: &LoopNest,
+        refs: &PassRefs,
+        tensors: &[(Operand, &Tensor)],
+        operands: Value,
+    ) {
         let get = |operand: Operand| {
             tensors
                 .iter()
-                .find(|t| operand_of(t.role) == operand)
-                .expect("passes reach only the call's operands")
+                .find(|t| t.0 == operand)
+                .map(|t| t.1)
+                .expect("passes reach only the call's operands and workspace")
         };
         let layout = ParamLayout::of(nest);
         let params = self.slot(8 * layout.len as u32);
@@ -357,11 +438,7 @@ impl Entry<'_, '_> {
             }
         }
         if let (Some(at), Some((operand, dim))) = (layout.bound_at, nest.bound) {
-            let bound = match operand {
-                Operand::Acc | Operand::Count => unreachable!("mean is refused ahead of time"),
-                other => get(other).dims[dim],
-            };
-            store(self, bound, at);
+            store(self, get(operand).dims[dim], at);
         }
 
         let done = self.b.create_block();

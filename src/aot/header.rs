@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use scatterjit_ir::{KernelKey, OpKind, Plan};
 
 use super::symbol;
+use crate::abi;
 use crate::cabi::{self, Role};
 
 /// The ABI types, the one copy C code sees; also installed as `include/scatterjit_abi.h`.
@@ -45,7 +46,11 @@ pub(super) fn header(keys: &[KernelKey]) -> String {
  *
  * Strides are in elements and may be zero or negative (NULL: row-major). Negative
  * indices count from the back. The call runs on the calling thread, allocates nothing
- * and is reentrant; it needs only memcpy from the C library.
+ * and is reentrant; it needs only memcpy from the C library. A kernel that needs scratch
+ * memory (mean: a sum and a count per element of out) takes it from args->workspace,
+ * of at least the bytes its sj_<key>_workspace_bytes(out) returns (SJ_ERR_RESOURCE if
+ * smaller, SJ_ERR_NULL_POINTER if NULL, SJ_ERR_OVERLAP if it shares memory with a
+ * tensor); the others ignore it.
  *
  * Kernels:
 {count} */
@@ -65,6 +70,22 @@ pub(super) fn header(keys: &[KernelKey]) -> String {
         h.push('\n');
         h.push_str(&describe(key));
         let _ = writeln!(h, "int32_t {}(sj_args *args);", symbol(key));
+        let per_element = abi::scratch_per_element(&Plan::new(*key));
+        if per_element > 0 {
+            let _ = write!(
+                h,
+                "
+/* Bytes of args->workspace that {name} needs for the output `out`. */
+static inline uint64_t {name}_workspace_bytes(const sj_tensor *out) {{
+    uint64_t bytes = {per_element};
+    for (int32_t d = 0; d < out->ndim; d++)
+        bytes *= (uint64_t)out->shape[d];
+    return bytes;
+}}
+",
+                name = symbol(key)
+            );
+        }
     }
     let _ = write!(
         h,
@@ -93,6 +114,13 @@ fn describe(key: &KernelKey) -> String {
     }
     if key.kind() != OpKind::ScatterElements {
         c.push_str(" * updates: unused (may be NULL)\n");
+    }
+    let per_element = abi::scratch_per_element(&Plan::new(*key));
+    if per_element > 0 {
+        let _ = writeln!(
+            c,
+            " * workspace: {per_element} bytes per element of out (its counts, then its sums)"
+        );
     }
     let rules: Vec<String> = cabi::shape_rules(key)
         .iter()

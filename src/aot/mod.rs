@@ -31,7 +31,7 @@ use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
-use scatterjit_ir::{Error as IrError, KernelKey, Plan};
+use scatterjit_ir::{DType, Error as IrError, KernelKey, Plan};
 
 use crate::abi::Variant;
 use crate::error::{Error, Result};
@@ -54,14 +54,14 @@ pub fn symbol(key: &KernelKey) -> String {
     format!("sj_{}", key.to_string().replace('.', "_"))
 }
 
-/// Whether `key` can be compiled ahead of time: every key but `mean`'s, whose wide sums
-/// and final divide run on the host around the compiled pass.
+/// Whether `key` can be compiled ahead of time: every key over numbers. String tensors
+/// have no bytes for compiled code (the library runs them on integer handles).
 pub fn check_supported(key: &KernelKey) -> Result<()> {
-    if Plan::new(*key).mean.is_some() {
+    if key.dtype() == DType::String {
         return Err(Error::Invalid(IrError::InvalidKey {
             key: key.to_string(),
-            reason: "mean is not available ahead of time (its sums and divide run on the host); \
-                     use the shared library's C ABI for it"
+            reason: "string tensors are not available ahead of time (compiled code moves \
+                     bytes, and strings have none); use the library's run functions"
                 .into(),
         }));
     }
@@ -176,14 +176,43 @@ mod tests {
     use scatterjit_ir::{DType, Reduction};
 
     #[test]
-    fn mean_is_refused_by_name() {
-        let key = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 1, Reduction::Mean, true)
-            .unwrap();
+    fn strings_are_refused_by_name() {
+        let key = KernelKey::gather(DType::String, DType::I64, 1, 1, 0).unwrap();
         let e = compile(&[key]).unwrap_err().to_string();
         assert!(
-            e.contains("scatter_elements.f32.i64.r2.a1.mean") && e.contains("mean"),
+            e.contains("gather.string.i64.r1.q1.a0") && e.contains("ahead of time"),
             "{e}"
         );
+    }
+
+    /// Every mean key, on every supported target: each instruction the init, apply and
+    /// finish nests emit (i128 sums, the floor division) is one the back end can lower.
+    #[test]
+    fn every_target_compiles_every_mean() {
+        let keys: Vec<KernelKey> = DType::ALL
+            .iter()
+            .filter(|&&d| Reduction::Mean.supports(d))
+            .flat_map(|&d| {
+                [true, false].map(|init| {
+                    KernelKey::scatter_elements(d, DType::I32, 2, 1, Reduction::Mean, init).unwrap()
+                })
+            })
+            .collect();
+        assert_eq!(keys.len(), 24);
+        let targets = [
+            ("x86_64-unknown-linux-gnu", &[][..]),
+            ("x86_64-unknown-linux-gnu", &["x86-64-v3"][..]),
+            ("aarch64-unknown-linux-gnu", &[][..]),
+            ("riscv64gc-unknown-linux-gnu", &[][..]),
+            ("riscv64gc-unknown-linux-gnu", &["v"][..]),
+        ];
+        assert!(SUPPORTED
+            .iter()
+            .all(|t| targets.iter().any(|(u, _)| t == u)));
+        for (triple, features) in targets {
+            let target = Target::new(triple, features).unwrap();
+            compile_for(&keys, &target).unwrap_or_else(|e| panic!("{triple} {features:?}: {e}"));
+        }
     }
 
     /// On RV64GC without `v` every pass takes the scalar form of the vector paths: no

@@ -1,11 +1,12 @@
-//! Element values in CLIF: typed loads and stores, and the one `match` from
-//! (reduction, dtype class) to Cranelift instructions.
+//! Element values in CLIF: typed loads and stores, the one `match` from
+//! (reduction, dtype class) to Cranelift instructions, and `mean`'s steps in its
+//! accumulator type (widen, accumulate, divide).
 
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 use scatterjit_ir::{DType, DTypeClass, MeanAccumulator, Reduction};
 
-use super::half;
+use super::{divide, half};
 
 /// One element as Cranelift values: a scalar, or a complex number's two parts.
 /// f16/bf16 elements are held as F32 (converted on load, rounded on store).
@@ -183,4 +184,36 @@ pub(crate) fn accumulate(
         MeanAccumulator::F32 | MeanAccumulator::F64 => b.ins().fadd(sum, wide),
         MeanAccumulator::I64 | MeanAccumulator::I128 => b.ins().iadd(sum, wide),
     }
+}
+
+/// `sum / n` for `mean`'s end, `sum` in the accumulator type and `n >= 1` an I64, rounded
+/// once to `dtype` (stored with [`store`]): floats divide by `n` converted to the sum's
+/// type, integers round toward negative infinity (the mean of values of the type is again
+/// in its range, so the quotient's low bits are the result).
+pub(crate) fn finish(
+    b: &mut FunctionBuilder,
+    dtype: DType,
+    acc: MeanAccumulator,
+    sum: Value,
+    n: Value,
+) -> Val {
+    let narrow = |b: &mut FunctionBuilder, q: Value| match dtype.size() {
+        8 => q,
+        size => b.ins().ireduce(raw_type(size), q),
+    };
+    Val::Scalar(match acc {
+        MeanAccumulator::F32 | MeanAccumulator::F64 => {
+            let n = b.ins().fcvt_from_sint(acc_type(acc), n);
+            b.ins().fdiv(sum, n)
+        }
+        MeanAccumulator::I64 => {
+            let q = divide::floor_div_i64(b, sum, n);
+            narrow(b, q)
+        }
+        MeanAccumulator::I128 => {
+            let (lo, hi) = b.ins().isplit(sum);
+            let (q, _) = divide::floor_div_i128(b, lo, hi, n);
+            narrow(b, q)
+        }
+    })
 }

@@ -20,7 +20,7 @@ use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
 use scatterjit_ir::{
-    Combine, Coord, DTypeClass, KernelKey, LoopNest, Operand, PassKind, Reduction, Source,
+    Combine, Coord, DType, DTypeClass, KernelKey, LoopNest, Operand, PassKind, Reduction, Source,
 };
 
 use super::combine::{self, data_flags, raw_type};
@@ -491,7 +491,10 @@ impl Lowering<'_, '_> {
                 DTypeClass::SignedInt | DTypeClass::UnsignedInt | DTypeClass::Bool => true,
                 DTypeClass::Complex | DTypeClass::String => false,
             },
-            Combine::Accumulate(_) => false,
+            // A widening move, unless the element is f16/bf16.
+            Combine::Start(_) => !matches!(dtype, DType::F16 | DType::BF16),
+            // A divide and a branch.
+            Combine::Accumulate(_) | Combine::Finish { .. } => false,
         };
         if short {
             UNROLL
@@ -661,7 +664,7 @@ impl Lowering<'_, '_> {
                     && matches!(dtype.size(), 4 | 8)
                     && combine::acc_type(acc).bytes() as i64 == size
             }
-            Combine::Assign => false,
+            Combine::Assign | Combine::Start(_) | Combine::Finish { .. } => false,
         };
         (self.machine.vectors && vectorizes && size <= 8).then_some(16 / size)
     }
@@ -721,7 +724,9 @@ impl Lowering<'_, '_> {
             Combine::Accumulate(acc) => {
                 combine::Val::Scalar(combine::accumulate(self.b, acc, old, new))
             }
-            Combine::Assign => unreachable!("copies are rows, not vector combines"),
+            Combine::Assign | Combine::Start(_) | Combine::Finish { .. } => {
+                unreachable!("copies and mean's ends are not vector combines")
+            }
         };
         combine::store(self.b, dtype, v, dest_ptr);
         if let Some(count) = &self.nest.count {
@@ -846,6 +851,42 @@ impl Lowering<'_, '_> {
                 let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
                 let count = self.b.ins().iadd_imm_s(count, 1);
                 self.b.ins().store(data_flags(), count, count_ptr, 0);
+            }
+            (Combine::Start(acc), Some(source)) => {
+                let sum = match source {
+                    Source::Read(src) => {
+                        let src_ptr = self.address(ptrs, src.operand, k);
+                        let v = combine::load(self.b, dtype, src_ptr);
+                        combine::widen(self.b, dtype, acc, v)
+                    }
+                    Source::Identity(_) => self.constant(&acc.identity_bytes()),
+                };
+                self.b.ins().store(data_flags(), sum, dest_ptr, 0);
+                let count_ptr = self.address(ptrs, Operand::Count, k);
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.b.ins().store(data_flags(), zero, count_ptr, 0);
+            }
+            (Combine::Finish { acc, with_init }, Some(Source::Read(src))) => {
+                let count_ptr = self.address(ptrs, Operand::Count, k);
+                let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
+                // Elements no update reached keep their value (and are never divided by 0).
+                let (divide, next) = (self.b.create_block(), self.b.create_block());
+                let reached = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, count, 0);
+                self.b.ins().brif(reached, divide, &[], next, &[]);
+                self.b.switch_to_block(divide);
+                let n = match with_init {
+                    true => self.b.ins().iadd_imm_s(count, 1),
+                    false => count,
+                };
+                let src_ptr = self.address(ptrs, src.operand, k);
+                let sum = self
+                    .b
+                    .ins()
+                    .load(combine::acc_type(acc), data_flags(), src_ptr, 0);
+                let v = combine::finish(self.b, dtype, acc, sum, n);
+                combine::store(self.b, dtype, v, dest_ptr);
+                self.b.ins().jump(next, &[]);
+                self.b.switch_to_block(next);
             }
             (combine, source) => unreachable!("no lowering for {combine:?} of {source:?}"),
         }

@@ -1,6 +1,8 @@
 //! Op IR -> Cranelift IR: [`lower`] turns any loop nest into CLIF, [`combine`] holds the
-//! per-(reduction, dtype) instructions, [`half`] the f16/bf16 conversions.
+//! per-(reduction, dtype) instructions, [`half`] the f16/bf16 conversions, [`divide`]
+//! mean's integer floor division.
 pub(crate) mod combine;
+pub(crate) mod divide;
 pub(crate) mod half;
 pub(crate) mod lower;
 

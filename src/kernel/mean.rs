@@ -1,81 +1,81 @@
-//! `mean`'s host steps around its compiled apply pass, the one place a call knows that
-//! mean sums into scratch (see `crate::mean`): the sums and counts are allocated before the
-//! first write, start from the output (or zero), take the apply pass, and are divided into
-//! the output.
+//! `mean`'s scratch: the per-element counts and sums its init, apply and finish nests walk
+//! (laid out as `abi::scratch_per_element` says), allocated under the scratch cap before
+//! the first write, so that running out of memory leaves the output as it was.
 
-use scatterjit_ir::{Operand, PassKind};
+use scatterjit_ir::{checked_numel, row_major_strides, Operand};
 
 use super::bind::Operands;
-use super::report::Stop;
 use super::Kernel;
-use crate::engine::Buckets;
-use crate::error::Result;
-use crate::mean::{self, MeanScratch};
-use crate::tensor::{Address, RawOperand, TensorView, TensorViewMut};
+use crate::abi::{self, COUNT_SIZE};
+use crate::alloc;
+use crate::error::{Buffer, Error, Result};
+use crate::tensor::{Address, RawOperand};
+
+/// One call's counts and sums, shaped like its output.
+pub(super) struct Scratch {
+    bytes: Vec<u8>,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    numel: usize,
+}
 
 impl Kernel {
-    /// Checks the scratch `mean` needs for an output of `out_shape` against the cap, before
-    /// anything is allocated; nothing for other reductions.
-    pub(super) fn check_mean_scratch(&self, out_shape: &[usize]) -> Result<()> {
-        if self.plan.mean.is_none() {
+    /// Bytes of scratch for an output of `out_shape` (0 unless the plan is `mean`'s).
+    fn scratch_bytes(&self, out_shape: &[usize]) -> u128 {
+        let per_element = abi::scratch_per_element(&self.plan) as u128;
+        // A validated shape's element count fits usize; saturate for the cap's sake.
+        checked_numel(out_shape).map_or(u128::MAX, |n| n as u128 * per_element)
+    }
+
+    /// Checks the scratch the plan needs for an output of `out_shape` against the cap,
+    /// before anything is allocated.
+    pub(super) fn check_scratch(&self, out_shape: &[usize]) -> Result<()> {
+        if abi::scratch_per_element(&self.plan) == 0 {
             return Ok(());
         }
-        let key = &self.plan.key;
-        MeanScratch::check(key.kind(), key.dtype(), out_shape)
+        alloc::check(
+            self.plan.key.kind(),
+            Buffer::Scratch,
+            self.scratch_bytes(out_shape),
+        )
     }
 
-    /// `mean`'s scratch for an output shaped like `out` (`None` for other reductions),
-    /// allocated before the first write.
-    pub(super) fn mean_scratch(&self, out: &TensorViewMut<'_>) -> Result<Option<MeanScratch>> {
-        if self.plan.mean.is_none() {
+    /// The scratch the plan needs for an output of `out_shape` (`None` unless `mean`).
+    pub(super) fn scratch(&self, out_shape: &[usize]) -> Result<Option<Scratch>> {
+        if abi::scratch_per_element(&self.plan) == 0 {
             return Ok(None);
         }
-        let key = &self.plan.key;
-        MeanScratch::alloc(key.kind(), key.dtype(), out.shape()).map(Some)
+        self.check_scratch(out_shape)?;
+        let op = self.plan.key.kind();
+        let numel = checked_numel(out_shape)?;
+        let bytes = self.scratch_bytes(out_shape);
+        let len = usize::try_from(bytes).map_err(|_| Error::OutOfMemory {
+            op,
+            buffer: Buffer::Scratch,
+            bytes,
+        })?;
+        Ok(Some(Scratch {
+            bytes: alloc::zeroed(op, Buffer::Scratch, len)?,
+            shape: out_shape.to_vec(),
+            strides: row_major_strides(out_shape)
+                .iter()
+                .map(|&s| s as isize)
+                .collect(),
+            numel,
+        }))
     }
+}
 
-    /// `mean`'s apply pass: sums start from the output (or zero), the compiled pass adds the
-    /// updates and counts them, then targeted elements become `sum / count`.
-    pub(super) fn apply_mean(
-        &self,
-        out: &mut TensorViewMut<'_>,
-        indices: &TensorView<'_>,
-        updates: &TensorView<'_>,
-        mut scratch: MeanScratch,
-        buckets: Option<&Buckets>,
-    ) -> std::result::Result<(), Stop> {
-        let key = self.plan.key;
-        let data_shape = out.shape().to_vec();
-        scratch.init(out, key.use_init_val());
-        let acc_ptr = scratch.acc.as_mut_ptr();
-        let count_ptr = scratch.count.as_mut_ptr() as *mut u8;
-        let strides: Vec<isize> = scatterjit_ir::row_major_strides(&data_shape)
-            .iter()
-            .map(|&s| s as isize)
-            .collect();
-        // Out is not accessed, but bounds the index.
-        let ops = Operands::default()
-            .with(Operand::Indices, indices.raw())
-            .with(Operand::Updates, updates.raw())
-            .with(Operand::Out, out.raw())
-            .with(
-                Operand::Acc,
-                RawOperand {
-                    address: Address::Write(acc_ptr),
-                    shape: &data_shape,
-                    strides: &strides,
-                },
-            )
-            .with(
-                Operand::Count,
-                RawOperand {
-                    address: Address::Write(count_ptr),
-                    shape: &data_shape,
-                    strides: &strides,
-                },
-            );
-        self.run_pass_with(PassKind::Apply, &ops, None, buckets)?;
-        mean::finish(out, &scratch, key.use_init_val());
-        Ok(())
+impl Scratch {
+    /// `ops` with the counts and sums bound.
+    pub(super) fn bind<'a>(&'a mut self, ops: Operands<'a>) -> Operands<'a> {
+        let (counts, sums) = self.bytes.split_at_mut(self.numel * COUNT_SIZE);
+        let piece = |at: &mut [u8]| RawOperand {
+            address: Address::Write(at.as_mut_ptr()),
+            shape: &self.shape,
+            strides: &self.strides,
+        };
+        ops.with(Operand::Count, piece(counts))
+            .with(Operand::Acc, piece(sums))
     }
 }

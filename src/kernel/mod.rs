@@ -3,8 +3,8 @@
 //! the plan's order; [`bind`] fills a pass's parameter block from shapes and strides and
 //! picks the loop order and variant; [`schedule`] splits a pass over threads; [`call`] is
 //! the one entry into machine code; [`report`] turns a bad-index exit into the error.
-//! [`mean`] holds `mean`'s host steps around its apply pass; [`prepared`] binds a call once
-//! and runs it on new buffers.
+//! [`mean`] allocates the sums and counts that `mean`'s passes walk; [`prepared`] binds a
+//! call once and runs it on new buffers.
 
 mod bind;
 mod call;
@@ -62,9 +62,10 @@ impl std::fmt::Debug for Kernel {
 }
 
 impl Kernel {
-    /// Compiles `key`: the passes that write (init and apply) for contiguous operands. The
-    /// other passes and variants (strided operands, the compiled copy and check) compile on
-    /// first use. Prefer [`crate::KernelCache::get`], which compiles each key once.
+    /// Compiles `key`: the passes that write through the index or into scratch (init,
+    /// apply, finish) for contiguous operands. The other passes and variants (strided
+    /// operands, the compiled copy and check) compile on first use. Prefer
+    /// [`crate::KernelCache::get`], which compiles each key once.
     pub fn compile(key: KernelKey) -> Result<Kernel> {
         refuse_strings(&key)?;
         let start = Instant::now();
@@ -80,7 +81,7 @@ impl Kernel {
             plan,
             compile_time: Duration::ZERO,
         };
-        for pass in [PassKind::Init, PassKind::Apply] {
+        for pass in [PassKind::Init, PassKind::Apply, PassKind::Finish] {
             if kernel.plan.pass(pass).is_some() {
                 kernel.entry(pass, Variant::Contiguous, false)?;
             }
@@ -212,7 +213,7 @@ impl Kernel {
         let len = checked_nbytes(dtype, &out_shape)?;
         // Both caps before either allocation.
         alloc::check(op, Buffer::Output, len as u128)?;
-        self.check_mean_scratch(&out_shape)?;
+        self.check_scratch(&out_shape)?;
         let bytes = alloc::zeroed(op, Buffer::Output, len)?;
         let mut out = Tensor::from_bytes(dtype, out_shape, bytes)?;
         let mut view = TensorViewMut::from(&mut out);

@@ -53,12 +53,12 @@ impl Kernel {
             .map(|_| indices.broadcast_off(key.axis()));
         let read_indices = uniform.as_ref().unwrap_or(indices);
         let mut partial_outputs = Vec::new();
-        let mut mean_scratch = None;
+        let mut scratch = None;
         for nest in &self.plan.passes {
             let pass = nest.pass;
-            if pass != PassKind::Check && mean_scratch.is_none() {
+            if pass != PassKind::Check && scratch.is_none() {
                 // Before the first write, so that running out of memory leaves `out` as it was.
-                mean_scratch = self.mean_scratch(out)?;
+                scratch = self.scratch(out.shape())?;
             }
             match pass {
                 PassKind::Check if check => self.check_indices(&data_shape, indices)?,
@@ -69,17 +69,15 @@ impl Kernel {
                         self.copy(out, data)?;
                     }
                 }
-                PassKind::Init | PassKind::Apply => match updates {
-                    Some(updates) if self.plan.mean.is_some() => {
-                        let scratch = mean_scratch.take().expect("allocated before the copy");
-                        self.apply_mean(out, read_indices, updates, scratch, buckets.as_ref())
-                            .map_err(|stop| bad(pass, stop))?
-                    }
+                PassKind::Init | PassKind::Apply | PassKind::Finish => match updates {
                     Some(updates) => {
-                        let ops = Operands::default()
+                        let mut ops = Operands::default()
                             .with(Operand::Indices, read_indices.raw())
                             .with(Operand::Updates, updates.raw())
                             .with(Operand::Out, out.raw());
+                        if let Some(scratch) = scratch.as_mut() {
+                            ops = scratch.bind(ops);
+                        }
                         let partials = Some(&mut partial_outputs);
                         self.run_pass_with(pass, &ops, partials, buckets.as_ref())
                             .map_err(|stop| bad(pass, stop))?;

@@ -15,7 +15,7 @@ use super::passes::COPY_CHUNK;
 use super::report::{domain_position, Stop};
 use super::schedule::parallel_grain;
 use super::Kernel;
-use crate::abi::{ParamLayout, STATUS_OK};
+use crate::abi::{self, ParamLayout, STATUS_OK};
 use crate::check;
 use crate::error::{Error, Result};
 use crate::jit::PassFn;
@@ -96,11 +96,11 @@ pub struct Prepared {
     data: Unbuffered,
     indices: Unbuffered,
     updates: Option<Unbuffered>,
-    /// The plan's passes as this geometry runs them, in the plan's order.
+    /// The plan's passes as this geometry runs them, in the plan's order; none for `mean`,
+    /// whose scratch each call allocates: its calls run on views.
     steps: Vec<Step>,
     /// Whether the steps are the whole call whatever the rayon pool: no pass or copy large
-    /// enough to split, at a grain of `grain` (tests change it). `mean` never is: its host
-    /// steps run on views.
+    /// enough to split, at a grain of `grain` (tests change it); never for `mean`.
     small: Option<i64>,
     /// The most elements of any pass's domain, and the bytes a `memcpy` copy moves.
     largest_domain: i64,
@@ -218,7 +218,9 @@ impl Kernel {
         };
         let mut steps = Vec::new();
         let (mut largest_domain, mut copy_bytes) = (0i64, 0usize);
-        for nest in &self.plan.passes {
+        // `mean`'s scratch is allocated per call: its calls run on views.
+        let needs_scratch = abi::scratch_per_element(&self.plan) != 0;
+        for nest in self.plan.passes.iter().filter(|_| !needs_scratch) {
             let pass = nest.pass;
             let ops = match pass {
                 PassKind::Check => {
@@ -242,7 +244,7 @@ impl Kernel {
                         .with(Operand::Data, data.raw())
                         .with(Operand::Out, out.raw())
                 }
-                PassKind::Init | PassKind::Apply => match &updates {
+                PassKind::Init | PassKind::Apply | PassKind::Finish => match &updates {
                     Some(updates) => Operands::default()
                         .with(Operand::Indices, indices.raw())
                         .with(Operand::Updates, updates.raw())
@@ -253,9 +255,6 @@ impl Kernel {
                         .with(Operand::Out, out.raw()),
                 },
             };
-            if self.plan.mean.is_some() && pass == PassKind::Apply {
-                continue; // mean's apply runs on views, with its scratch
-            }
             let layout = ParamLayout::of(nest);
             let (params, order) = bind(&key, nest, &layout, &ops, false);
             let variant = variant_of(nest, &layout, &params, &order);
@@ -310,7 +309,7 @@ impl Prepared {
     /// Records whether the steps are the whole call at any thread count, at today's grain.
     fn sized(mut self) -> Prepared {
         let grain = parallel_grain();
-        let is_small = self.kernel.plan.mean.is_none()
+        let is_small = abi::scratch_per_element(&self.kernel.plan) == 0
             && self.largest_domain < 2 * grain
             && self.copy_bytes < 2 * COPY_CHUNK;
         self.small = is_small.then_some(grain);
@@ -382,7 +381,7 @@ impl Prepared {
             .flatten()
             .all(|input| !tensor::overlaps(span.clone(), input.as_ptr_range()));
         let serial = self.small == Some(parallel_grain()) || rayon::current_num_threads() < 2;
-        if !(fits && disjoint && serial && self.kernel.plan.mean.is_none()) {
+        if !(fits && disjoint && serial && !self.steps.is_empty()) {
             return self.run_views(out, data, indices, updates);
         }
         let bases = [

@@ -631,6 +631,8 @@ fn run_case(c: &mut Choices, key: &KernelKey, kernel: *mut SjKernel) {
         updates: field(UPDATES),
         out: field(OUT),
         bad_index: [UNSET; MAX_RANK],
+        workspace: std::ptr::null_mut(),
+        workspace_bytes: 0,
     };
 
     // What the Rust API says.

@@ -8,6 +8,9 @@
  * has_strides, ndim strides if it has them, byte_offset, nbytes, then nbytes of memory
  * padded to a multiple of 8. An in-place case has no separate out.
  *
+ * A kernel with an entry in `workspaces[]` gets a workspace of exactly the size that
+ * function names, followed by a guard the call must leave alone.
+ *
  * Output, one line per case: `case <n> status <s> bad <p0,p1,..|-> out <hex bytes>`. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +19,13 @@
 #include "kernels.h"
 
 typedef int32_t (*kernel_fn)(sj_args *args);
+typedef uint64_t (*workspace_fn)(const sj_tensor *out);
 extern const kernel_fn kernels[];
+extern const workspace_fn workspaces[];
 extern const int64_t kernel_count;
+
+/* Bytes after a workspace that a call must not touch. */
+#define GUARD 64
 
 static FILE *cases;
 
@@ -94,8 +102,27 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 4; i++)
             present[i] = read_operand(&ops[i]);
         operand *out = in_place ? &ops[0] : &ops[3];
-        sj_args args = {&ops[0].t, &ops[1].t, present[2] ? &ops[2].t : NULL, &out->t, {0}};
+        sj_args args = {&ops[0].t, &ops[1].t, present[2] ? &ops[2].t : NULL, &out->t, {0}, NULL, 0};
+        uint64_t need = workspaces[kernel] ? workspaces[kernel](&out->t) : 0;
+        unsigned char *workspace = NULL;
+        if (workspaces[kernel]) {
+            workspace = malloc((size_t)need + GUARD);
+            if (!workspace) {
+                fprintf(stderr, "case %lld: no memory for the workspace\n", (long long)n);
+                return 2;
+            }
+            memset(workspace, 0xa5, (size_t)need + GUARD);
+            args.workspace = workspace;
+            args.workspace_bytes = need;
+        }
         int32_t status = kernels[kernel](&args);
+        for (uint64_t i = need; workspace && i < need + GUARD; i++) {
+            if (workspace[i] != 0xa5) {
+                fprintf(stderr, "case %lld: written past its workspace\n", (long long)n);
+                return 3;
+            }
+        }
+        free(workspace);
         printf("case %lld status %d bad ", (long long)n, status);
         if (status == SJ_ERR_INDEX_OUT_OF_BOUNDS) {
             for (int32_t d = 0; d < ops[1].t.ndim; d++)

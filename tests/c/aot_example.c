@@ -24,7 +24,7 @@ int main(void) {
     sj_tensor i = {indices, SJ_DEVICE_CPU, 2, SJ_DTYPE_I64, index_shape, NULL, 0};
     sj_tensor u = {updates, SJ_DEVICE_CPU, 2, SJ_DTYPE_F32, index_shape, NULL, 0};
     sj_tensor o = {out, SJ_DEVICE_CPU, 2, SJ_DTYPE_F32, shape, NULL, 0};
-    sj_args scatter = {&d, &i, &u, &o, {0}};
+    sj_args scatter = {&d, &i, &u, &o, {0}, NULL, 0};
     if (sj_scatter_elements_f32_i64_r2_a1_add(&scatter) != SJ_OK)
         return 1;
     print("scatter add", out, 5);
@@ -36,7 +36,7 @@ int main(void) {
     sj_tensor r = {rows, SJ_DEVICE_CPU, 2, SJ_DTYPE_F32, rows_shape, NULL, 0};
     sj_tensor p = {picks, SJ_DEVICE_CPU, 1, SJ_DTYPE_I64, picks_shape, NULL, 0};
     sj_tensor g = {picked, SJ_DEVICE_CPU, 2, SJ_DTYPE_F32, picked_shape, NULL, 0};
-    sj_args gather = {&r, &p, NULL, &g, {0}};
+    sj_args gather = {&r, &p, NULL, &g, {0}, NULL, 0};
     if (sj_gather_f32_i64_r2_q1_a0(&gather) != SJ_OK)
         return 1;
     print("gather rows", picked, 4);

@@ -1,6 +1,8 @@
 /* Drives kernels compiled by `scatterjit aot` (header kernels.h) through their C entries:
  * results, a bad index, and misuse. The Rust side (tests/aot.rs) compares every case with
  * the reference interpreter and checks the misuse statuses. */
+#include <stdlib.h>
+
 #include "kernels.h"
 #include "print.h"
 
@@ -29,14 +31,14 @@ int main(void) {
     iota(sdata, 12);
     sj_tensor sd = T(sdata, SJ_DTYPE_F32, 2, s34, NULL), si = T(sidx, SJ_DTYPE_I64, 2, s32, NULL),
               su = T(supd, SJ_DTYPE_F32, 2, s32, NULL), so = T(sout, SJ_DTYPE_F32, 2, s34, NULL);
-    sj_args sargs = {&sd, &si, &su, &so, {0}};
+    sj_args sargs = {&sd, &si, &su, &so, {0}, NULL, 0};
     run_case("scatter_add", sj_scatter_elements_f32_i64_r2_a1_add, &sargs);
 
     /* The same kernel in place: out is data. */
     float inplace[12];
     iota(inplace, 12);
     sj_tensor ip = T(inplace, SJ_DTYPE_F32, 2, s34, NULL);
-    sj_args iargs = {&ip, &si, &su, &ip, {0}};
+    sj_args iargs = {&ip, &si, &su, &ip, {0}, NULL, 0};
     printf("case scatter_in_place\n");
     print_tensor("data", &ip);
     print_tensor("indices", &si);
@@ -52,7 +54,7 @@ int main(void) {
     int64_t m33[2] = {3, 3}, m23[2] = {2, 3};
     sj_tensor md = T(mdata, SJ_DTYPE_I32, 2, m33, NULL), mi = T(midx, SJ_DTYPE_I32, 2, m23, NULL),
               mu = T(mupd, SJ_DTYPE_I32, 2, m23, NULL), mo = T(mout, SJ_DTYPE_I32, 2, m33, NULL);
-    sj_args margs = {&md, &mi, &mu, &mo, {0}};
+    sj_args margs = {&md, &mi, &mu, &mo, {0}, NULL, 0};
     run_case("scatter_max_noinit", sj_scatter_elements_i32_i32_r2_a0_max_noinit, &margs);
 
     /* gather_elements, axis 1, from a transposed (strided) 3x4 view of a 4x3 buffer. */
@@ -61,7 +63,7 @@ int main(void) {
     iota(gdata, 12);
     sj_tensor gd = T(gdata, SJ_DTYPE_F32, 2, s34, gstrides), gi = T(gidx, SJ_DTYPE_I64, 2, s32, NULL),
               go = T(gout, SJ_DTYPE_F32, 2, s32, NULL);
-    sj_args gargs = {&gd, &gi, NULL, &go, {0}};
+    sj_args gargs = {&gd, &gi, NULL, &go, {0}, NULL, 0};
     run_case("gather_elements_strided", sj_gather_elements_f32_i64_r2_a1, &gargs);
 
     /* gather, axis 0, 2x2 indices over rows of 64 floats (long rows are copied whole). */
@@ -70,7 +72,7 @@ int main(void) {
     iota(rdata, 5 * 64);
     sj_tensor rd = T(rdata, SJ_DTYPE_F32, 2, r5x64, NULL), ri = T(ridx, SJ_DTYPE_I64, 2, r2x2, NULL),
               ro = T(rout, SJ_DTYPE_F32, 3, r2x2x64, NULL);
-    sj_args rargs = {&rd, &ri, NULL, &ro, {0}};
+    sj_args rargs = {&rd, &ri, NULL, &ro, {0}, NULL, 0};
     run_case("gather_rows", sj_gather_f32_i64_r2_q2_a0, &rargs);
 
     /* gather, axis 1 of a rank-3 i64 tensor, u8 indices. */
@@ -81,7 +83,7 @@ int main(void) {
         udata[i] = 100 + i;
     sj_tensor ud = T(udata, SJ_DTYPE_I64, 3, u232, NULL), ui = T(uidx, SJ_DTYPE_U8, 1, u4, NULL),
               uo = T(uout, SJ_DTYPE_I64, 3, u242, NULL);
-    sj_args uargs = {&ud, &ui, NULL, &uo, {0}};
+    sj_args uargs = {&ud, &ui, NULL, &uo, {0}, NULL, 0};
     run_case("gather_u8", sj_gather_i64_u8_r3_q1_a1, &uargs);
 
     /* gather with a scalar index: a rank-0 result. */
@@ -90,19 +92,29 @@ int main(void) {
     iota(zdata, 5);
     sj_tensor zd = T(zdata, SJ_DTYPE_F32, 1, z5, NULL), zi = T(zidx, SJ_DTYPE_I64, 0, NULL, NULL),
               zo = T(zout, SJ_DTYPE_F32, 0, NULL, NULL);
-    sj_args zargs = {&zd, &zi, NULL, &zo, {0}};
+    sj_args zargs = {&zd, &zi, NULL, &zo, {0}, NULL, 0};
     run_case("gather_scalar_index", sj_gather_f32_i64_r1_q0_a0, &zargs);
+
+    /* scatter_elements, mean with the initial values, axis 0: the sums and counts live in
+     * the caller's workspace, of the size the header's function names. */
+    float mean_out[12] = {0};
+    int64_t mean_idx[6] = {0, 2, 0, -1, 2, 0};
+    sj_tensor mni = T(mean_idx, SJ_DTYPE_I64, 2, s32, NULL), mno = T(mean_out, SJ_DTYPE_F32, 2, s34, NULL);
+    uint64_t need = sj_scatter_elements_f32_i64_r2_a0_mean_workspace_bytes(&mno);
+    void *workspace = malloc(need);
+    sj_args meanargs = {&sd, &mni, &su, &mno, {0}, workspace, need};
+    run_case("scatter_mean", sj_scatter_elements_f32_i64_r2_a0_mean, &meanargs);
 
     /* Out-of-bounds indices: out stays as it was, the position is reported. */
     int64_t bidx[6] = {1, 1, 3, 0, 4, -5};
     sj_tensor bi = T(bidx, SJ_DTYPE_I64, 2, s32, NULL);
     for (int i = 0; i < 12; i++)
         sout[i] = -1;
-    sj_args bargs = {&sd, &bi, &su, &so, {0}};
+    sj_args bargs = {&sd, &bi, &su, &so, {0}, NULL, 0};
     run_case("scatter_bad_index", sj_scatter_elements_f32_i64_r2_a1_add, &bargs);
     int64_t ridx_bad[4] = {4, 0, -6, 2};
     sj_tensor rib = T(ridx_bad, SJ_DTYPE_I64, 2, r2x2, NULL);
-    sj_args rbargs = {&rd, &rib, NULL, &ro, {0}};
+    sj_args rbargs = {&rd, &rib, NULL, &ro, {0}, NULL, 0};
     run_case("gather_bad_index", sj_gather_f32_i64_r2_q2_a0, &rbargs);
 
     /* Misuse: every call fails with its status and leaves out alone. */
@@ -162,5 +174,26 @@ int main(void) {
     a.data = &ao;
     a.out = &as;
     misuse("out_overlaps_data", scatter, &a, aliased, 12);
+    kernel_fn mean = sj_scatter_elements_f32_i64_r2_a0_mean;
+    a = meanargs;
+    a.workspace_bytes = need - 1;
+    misuse("workspace_too_small", mean, &a, mean_out, 12);
+    a = meanargs;
+    a.workspace = NULL;
+    misuse("workspace_null", mean, &a, mean_out, 12);
+    float shared[12 * 4];
+    iota(shared, 12);
+    sj_tensor so2 = T(shared, SJ_DTYPE_F32, 2, s34, NULL);
+    a = meanargs;
+    a.out = &so2;
+    a.workspace = shared + 4;
+    misuse("workspace_overlaps_out", mean, &a, shared, 12);
+    /* An empty output needs no workspace. */
+    int64_t s04[2] = {0, 4}, s02[2] = {0, 2};
+    sj_tensor ed = T(sdata, SJ_DTYPE_F32, 2, s04, NULL), ei = T(mean_idx, SJ_DTYPE_I64, 2, s02, NULL),
+              eu = T(supd, SJ_DTYPE_F32, 2, s02, NULL), eo = T(mean_out, SJ_DTYPE_F32, 2, s04, NULL);
+    sj_args empty = {&ed, &ei, &eu, &eo, {0}, NULL, 0};
+    misuse("empty_mean_without_workspace", mean, &empty, mean_out, 0);
+    free(workspace);
     return 0;
 }

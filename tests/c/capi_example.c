@@ -39,7 +39,7 @@ int main(void) {
     sj_tensor i = {indices, SJ_DEVICE_CPU, 2, SJ_DTYPE_I64, index_shape, NULL, 0};
     sj_tensor u = {updates, SJ_DEVICE_CPU, 2, SJ_DTYPE_F32, index_shape, NULL, 0};
     sj_tensor o = {out, SJ_DEVICE_CPU, 2, SJ_DTYPE_F32, shape, NULL, 0};
-    sj_args scatter_args = {&d, &i, &u, &o, {0}};
+    sj_args scatter_args = {&d, &i, &u, &o, {0}, NULL, 0};
     if (sj_kernel_run(scatter, &scatter_args) != SJ_OK)
         return 1;
     print("scatter add", out, 5);
@@ -51,7 +51,7 @@ int main(void) {
     sj_tensor r = {rows, SJ_DEVICE_CPU, 2, SJ_DTYPE_F32, rows_shape, NULL, 0};
     sj_tensor p = {picks, SJ_DEVICE_CPU, 1, SJ_DTYPE_I64, picks_shape, NULL, 0};
     sj_tensor g = {picked, SJ_DEVICE_CPU, 2, SJ_DTYPE_F32, picked_shape, NULL, 0};
-    sj_args gather_args = {&r, &p, NULL, &g, {0}};
+    sj_args gather_args = {&r, &p, NULL, &g, {0}, NULL, 0};
     if (sj_kernel_run(gather, &gather_args) != SJ_OK)
         return 1;
     print("gather rows", picked, 4);

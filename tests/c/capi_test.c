@@ -54,14 +54,14 @@ int main(void) {
     iota(sdata, 12);
     sj_tensor sd = T(sdata, SJ_DTYPE_F32, 2, s34, NULL), si = T(sidx, SJ_DTYPE_I64, 2, s32, NULL),
               su = T(supd, SJ_DTYPE_F32, 2, s32, NULL), so = T(sout, SJ_DTYPE_F32, 2, s34, NULL);
-    sj_args sargs = {&sd, &si, &su, &so, {0}};
+    sj_args sargs = {&sd, &si, &su, &so, {0}, NULL, 0};
     use("scatter_elements.f32.i64.r2.a1.add");
     run_case("scatter_add", via_library, &sargs);
 
     float inplace[12];
     iota(inplace, 12);
     sj_tensor ip = T(inplace, SJ_DTYPE_F32, 2, s34, NULL);
-    sj_args iargs = {&ip, &si, &su, &ip, {0}};
+    sj_args iargs = {&ip, &si, &su, &ip, {0}, NULL, 0};
     printf("case scatter_in_place\n");
     print_tensor("data", &ip);
     print_tensor("indices", &si);
@@ -80,7 +80,7 @@ int main(void) {
     iota(gdata, 12);
     sj_tensor gd = T(gdata, SJ_DTYPE_F32, 2, s34, gstrides), gi = T(gidx, SJ_DTYPE_I64, 2, s32, NULL),
               go = T(gout, SJ_DTYPE_F32, 2, s32, NULL);
-    sj_args gargs = {&gd, &gi, NULL, &go, {0}};
+    sj_args gargs = {&gd, &gi, NULL, &go, {0}, NULL, 0};
     use("gather_elements.f32.i64.r2.a1");
     run_case("gather_elements_strided", via_library, &gargs);
 
@@ -89,19 +89,19 @@ int main(void) {
     iota(rdata, 5 * 64);
     sj_tensor rd = T(rdata, SJ_DTYPE_F32, 2, r5x64, NULL), ri = T(ridx, SJ_DTYPE_I64, 2, r2x2, NULL),
               ro = T(rout, SJ_DTYPE_F32, 3, r2x2x64, NULL);
-    sj_args rargs = {&rd, &ri, NULL, &ro, {0}};
+    sj_args rargs = {&rd, &ri, NULL, &ro, {0}, NULL, 0};
     use("gather.f32.i64.r2.q2.a0");
     run_case("gather_rows", via_library, &rargs);
     int64_t ridx_bad[4] = {4, 0, -6, 2};
     sj_tensor rib = T(ridx_bad, SJ_DTYPE_I64, 2, r2x2, NULL);
-    sj_args rbargs = {&rd, &rib, NULL, &ro, {0}};
+    sj_args rbargs = {&rd, &rib, NULL, &ro, {0}, NULL, 0};
     run_case("gather_bad_index", via_library, &rbargs);
 
     int64_t bidx[6] = {1, 1, 3, 0, 4, -5};
     sj_tensor bi = T(bidx, SJ_DTYPE_I64, 2, s32, NULL);
     for (int i = 0; i < 12; i++)
         sout[i] = -1;
-    sj_args bargs = {&sd, &bi, &su, &so, {0}};
+    sj_args bargs = {&sd, &bi, &su, &so, {0}, NULL, 0};
     use("scatter_elements.f32.i64.r2.a1.add");
     run_case("scatter_bad_index", via_library, &bargs);
 
