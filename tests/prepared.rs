@@ -452,3 +452,43 @@ fn geometry_is_checked_when_prepared() {
         )
         .is_ok());
 }
+
+/// One prepared call shared by threads, each on its own buffers.
+#[test]
+fn a_prepared_call_runs_on_many_threads_at_once() {
+    fn shared<T: Send + Sync>(_: &T) {}
+    let key = KernelKey::gather(DType::I32, DType::I64, 2, 1, 0).unwrap();
+    let kernel = KernelCache::global().get(&key).unwrap();
+    let call = kernel
+        .prepare(
+            &Geometry::row_major(&[3, 5]),
+            &Geometry::row_major(&[7, 5]),
+            &Geometry::row_major(&[3]),
+            None,
+        )
+        .unwrap();
+    shared(&call);
+    let table: Vec<u8> = (0..35i32).flat_map(|v| v.to_le_bytes()).collect();
+    std::thread::scope(|s| {
+        for t in 0..4i64 {
+            let (call, table) = (&call, &table);
+            s.spawn(move || {
+                let rows = [t, 6 - t, -1];
+                let indices: Vec<u8> = rows.iter().flat_map(|i| i.to_le_bytes()).collect();
+                let mut out = vec![0u8; 3 * 5 * 4];
+                for _ in 0..1000 {
+                    call.run_into(&mut out, table, &indices, None).unwrap();
+                }
+                let got: Vec<i32> = out
+                    .chunks(4)
+                    .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+                    .collect();
+                let want: Vec<i32> = [t, 6 - t, 6]
+                    .iter()
+                    .flat_map(|&r| (0..5).map(move |c| (r * 5 + c) as i32))
+                    .collect();
+                assert_eq!(got, want);
+            });
+        }
+    });
+}
