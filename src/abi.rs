@@ -159,6 +159,13 @@ pub(crate) fn accesses(nest: &LoopNest) -> impl Iterator<Item = &Access> {
         .chain(nest.count.iter())
 }
 
+/// The most slots a parameter block has: dims, strides and indexed strides of every
+/// access, the bound, the error slots and the row list, at the deepest domain.
+pub(crate) const MAX_PARAMS: usize = MAX_DEPTH + MAX_ACCESSES * (MAX_DEPTH + 1) + 1 + MAX_DEPTH + 1;
+
+/// The deepest loop nest: Gather's output, of rank `2 * MAX_RANK - 1`.
+pub(crate) const MAX_DEPTH: usize = 2 * scatterjit_ir::MAX_RANK - 1;
+
 impl ParamLayout {
     /// The layout of `nest`'s parameter block.
     pub(crate) fn of(nest: &LoopNest) -> ParamLayout {
@@ -183,13 +190,15 @@ impl ParamLayout {
             next += 1;
             next - 1
         });
+        let len = next + depth + 1;
+        debug_assert!(depth <= MAX_DEPTH && len <= MAX_PARAMS);
         ParamLayout {
             depth,
             accesses,
             bound_at,
             err_at: next,
             list_at: next + depth,
-            len: next + depth + 1,
+            len,
         }
     }
 }

@@ -44,7 +44,12 @@ pub fn run(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -
     }
     let kernel = KernelCache::global().get(&validated.key)?;
     let updates = updates.map(TensorView::from);
-    kernel.run(&data.into(), &indices.into(), updates.as_ref())
+    kernel.run_validated(
+        validated.out_shape,
+        &data.into(),
+        &indices.into(),
+        updates.as_ref(),
+    )
 }
 
 /// ONNX ScatterElements (and OpenVINO ScatterElementsUpdate-12): a copy of `data` with
@@ -137,7 +142,7 @@ pub fn scatter_(
     let validated = op.validate(data.meta(), index.meta(), Some(src.meta()))?;
     KernelCache::global()
         .get(&validated.key)?
-        .scatter_in_place(data, index, src)
+        .scatter_in_place_validated(data, index, src)
 }
 
 /// Describes how `key` is compiled: the op IR's loop nests, then for every pass the CLIF as

@@ -102,13 +102,60 @@ impl Layout {
         })
     }
 
+    /// See [`TensorView::compacted`].
+    fn compacted(&self) -> (Layout, Vec<usize>) {
+        let shape = &self.shape;
+        let kept: Vec<usize> = if shape.contains(&0) {
+            (0..shape.len()).collect()
+        } else {
+            (0..shape.len())
+                .filter(|&d| shape[d] > 1 && self.strides[d] != 0)
+                .collect()
+        };
+        let layout = Layout {
+            dtype: self.dtype,
+            shape: kept.iter().map(|&d| shape[d]).collect(),
+            strides: kept.iter().map(|&d| self.strides[d]).collect(),
+            offset: self.offset,
+        };
+        (layout, kept)
+    }
+
+    /// `self` if no two positions share an element, as a writable view needs.
+    fn writable(self) -> Result<Layout> {
+        if !self.is_non_overlapping() {
+            let (shape, strides) = (&self.shape, &self.strides);
+            return Err(Error::InvalidView {
+                tensor: TensorRole::Output,
+                reason: format!("shape {shape:?} with strides {strides:?} makes elements overlap"),
+            });
+        }
+        Ok(self)
+    }
+
+    /// The fewest bytes a buffer needs to hold every position (0 without elements).
+    fn needed(&self) -> usize {
+        if self.shape.contains(&0) {
+            return 0;
+        }
+        let reach: isize = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .map(|(&d, &s)| (d as isize - 1) * s.max(0))
+            .sum();
+        // Checked at construction against a buffer of `isize::MAX` bytes.
+        (self.offset + reach as usize + 1) * self.dtype.size()
+    }
+
     fn contiguous(dtype: DType, shape: &[usize]) -> Layout {
         Layout {
             dtype,
             shape: shape.to_vec(),
+            // `into_iter` reuses the allocation.
             strides: row_major_strides(shape)
-                .iter()
-                .map(|&s| s as isize)
+                .into_iter()
+                .map(|s| s as isize)
                 .collect(),
             offset: 0,
         }
@@ -328,20 +375,7 @@ impl<'a> TensorView<'a> {
     /// elements, and the dims it keeps: the distinct positions, in row-major order of
     /// their first occurrence. A view with a zero dim is returned whole.
     pub(crate) fn compacted(&self) -> (TensorView<'a>, Vec<usize>) {
-        let shape = &self.layout.shape;
-        let kept: Vec<usize> = if shape.contains(&0) {
-            (0..shape.len()).collect()
-        } else {
-            (0..shape.len())
-                .filter(|&d| shape[d] > 1 && self.layout.strides[d] != 0)
-                .collect()
-        };
-        let layout = Layout {
-            dtype: self.layout.dtype,
-            shape: kept.iter().map(|&d| shape[d]).collect(),
-            strides: kept.iter().map(|&d| self.layout.strides[d]).collect(),
-            offset: self.layout.offset,
-        };
+        let (layout, kept) = self.layout.compacted();
         let view = TensorView {
             layout,
             bytes: self.bytes,
@@ -385,7 +419,11 @@ impl<'a> From<&'a Tensor> for TensorView<'a> {
         TensorView {
             layout: Layout::contiguous(t.dtype(), t.shape()),
             bytes: t.bytes(),
-            strings: t.strings().unwrap_or_default(),
+            // Asked only of string tensors: for others the error would be formatted.
+            strings: match t.dtype() {
+                DType::String => t.strings().unwrap_or_default(),
+                _ => &[],
+            },
         }
     }
 }
@@ -407,13 +445,8 @@ impl<'a> TensorViewMut<'a> {
             strides,
             offset,
             bytes.len(),
-        )?;
-        if !layout.is_non_overlapping() {
-            return Err(Error::InvalidView {
-                tensor: TensorRole::Output,
-                reason: format!("shape {shape:?} with strides {strides:?} makes elements overlap"),
-            });
-        }
+        )?
+        .writable()?;
         Ok(TensorViewMut {
             layout,
             bytes,
@@ -486,6 +519,81 @@ impl<'a> From<&'a mut Tensor> for TensorViewMut<'a> {
             bytes: t.bytes_mut(),
             strings: &mut [],
         }
+    }
+}
+
+/// The geometry of a view checked before its buffer exists, as [`TensorView::new`] (or
+/// [`TensorViewMut::new`], when `writable`) checks it, with the fewest bytes its buffer
+/// must have: all a call then checks of a buffer is its length.
+#[derive(Clone, Debug)]
+pub(crate) struct Unbuffered {
+    layout: Layout,
+    /// A buffer of at least this many bytes holds every position.
+    pub(crate) needed: usize,
+}
+
+impl Unbuffered {
+    pub(crate) fn new(
+        dtype: DType,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+        writable: bool,
+    ) -> Result<Unbuffered> {
+        // The roles the views name in their errors; no buffer is larger than isize::MAX.
+        let tensor = if writable {
+            TensorRole::Output
+        } else {
+            TensorRole::Data
+        };
+        let any = isize::MAX as usize;
+        let mut layout = Layout::new(tensor, dtype, shape, strides, offset, any)?;
+        if writable {
+            layout = layout.writable()?;
+        }
+        let needed = layout.needed();
+        Ok(Unbuffered { layout, needed })
+    }
+
+    pub(crate) fn shape(&self) -> &[usize] {
+        &self.layout.shape
+    }
+
+    /// Byte offset of position 0 from the buffer's start.
+    pub(crate) fn start(&self) -> usize {
+        self.layout.offset * self.layout.dtype.size()
+    }
+
+    /// The byte range of the elements when they are row-major (see [`Layout`]).
+    pub(crate) fn dense_range(&self) -> Option<Range<usize>> {
+        self.layout.dense_range()
+    }
+
+    /// The byte range of the distinct elements when they are row-major once broadcast
+    /// dims are dropped (see [`TensorView::compacted`]).
+    pub(crate) fn compacted_dense_range(&self) -> Option<Range<usize>> {
+        self.layout.compacted().0.dense_range()
+    }
+
+    /// Shape and strides for binding; the address is a placeholder that no call uses.
+    pub(crate) fn raw(&self) -> RawOperand<'_> {
+        RawOperand {
+            address: Address::Read(std::ptr::null()),
+            shape: &self.layout.shape,
+            strides: &self.layout.strides,
+        }
+    }
+
+    /// The view of `bytes` with this geometry (an error if `bytes` is too short).
+    pub(crate) fn view<'a>(&self, bytes: &'a [u8]) -> Result<TensorView<'a>> {
+        let l = &self.layout;
+        TensorView::new(l.dtype, &l.shape, &l.strides, l.offset, bytes)
+    }
+
+    /// The writable view of `bytes` with this geometry.
+    pub(crate) fn view_mut<'a>(&self, bytes: &'a mut [u8]) -> Result<TensorViewMut<'a>> {
+        let l = &self.layout;
+        TensorViewMut::new(l.dtype, &l.shape, &l.strides, l.offset, bytes)
     }
 }
 

@@ -496,7 +496,7 @@ fn bad_index() -> impl Strategy<Value = Option<(usize, BadIndex)>> {
     ]
 }
 
-fn case() -> impl Strategy<Value = Case> {
+pub fn case() -> impl Strategy<Value = Case> {
     let kind = prop_oneof![
         2 => Just(OpKind::ScatterElements),
         1 => Just(OpKind::GatherElements),
@@ -627,7 +627,7 @@ fn case_of(
 /// full-size paths): many slices along the axis into a short axis (many duplicates), the
 /// index per slice uniform by layout (expanded, row-broadcast) or by value, updates
 /// packed, padded or broadcast, bad indices where a slice's index is read.
-fn engine_case() -> impl Strategy<Value = Case> {
+pub fn engine_case() -> impl Strategy<Value = Case> {
     engine_case_of(
         prop::sample::select(NUMERIC),
         prop::sample::select(Reduction::ALL),

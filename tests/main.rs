@@ -5,6 +5,7 @@ mod c_harness;
 mod capi;
 mod differential;
 mod golden;
+mod prepared;
 mod seeds;
 mod stress;
 mod unsafe_audit;

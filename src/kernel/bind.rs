@@ -3,7 +3,7 @@
 
 use scatterjit_ir::{Coord, KernelKey, LoopNest, Operand, PassKind, OPERAND_SLOTS};
 
-use crate::abi::{self, ParamLayout, Still, Variant};
+use crate::abi::{self, ParamLayout, Still, Variant, MAX_ACCESSES, MAX_DEPTH};
 use crate::tensor::RawOperand;
 
 /// The operands of one call, by [`Operand`] slot.
@@ -25,6 +25,21 @@ impl<'a> Operands<'a> {
     }
 }
 
+/// A loop order: `order[n]` is the domain dim that loop `n` walks.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Order {
+    dims: [usize; MAX_DEPTH],
+    len: usize,
+}
+
+impl std::ops::Deref for Order {
+    type Target = [usize];
+
+    fn deref(&self) -> &[usize] {
+        &self.dims[..self.len]
+    }
+}
+
 /// The parameter block of `nest` for these operands (see `crate::abi`), and the loop order
 /// chosen: `order[n]` is the domain dim that loop `n` walks.
 ///
@@ -39,14 +54,17 @@ pub(super) fn bind(
     layout: &ParamLayout,
     ops: &Operands<'_>,
     axis_first: bool,
-) -> (Vec<i64>, Vec<usize>) {
+) -> (Vec<i64>, Order) {
     let depth = nest.depth;
-    let mut dims = vec![0i64; depth];
+    // On the stack: tiny calls are counted in nanoseconds.
+    let mut dims = [0i64; MAX_DEPTH];
     for (n, &d) in ops.get(nest.domain).shape.iter().enumerate() {
         dims[n] = d as i64;
     }
-    let mut strides = vec![vec![0i64; depth]; layout.accesses.len()];
-    let mut indexed = vec![0i64; layout.accesses.len()];
+    let mut strides = [[0i64; MAX_DEPTH]; MAX_ACCESSES];
+    let mut indexed = [0i64; MAX_ACCESSES];
+    // Per domain dim: bytes stepped over all accesses.
+    let mut cost = [0u128; MAX_DEPTH];
     for (a, access) in abi::accesses(nest).enumerate() {
         let raw = ops.get(access.operand);
         for (j, coord) in access.coords.iter().enumerate() {
@@ -55,22 +73,21 @@ pub(super) fn bind(
                 Coord::Index => indexed[a] = raw.strides[j] as i64,
             }
         }
+        let size = abi::element_size(key, access.operand) as u128;
+        for d in 0..depth {
+            cost[d] += strides[a][d].unsigned_abs() as u128 * size;
+        }
     }
-    let cost = |d: usize| -> u128 {
-        abi::accesses(nest)
-            .zip(&strides)
-            .map(|(access, s)| {
-                s[d].unsigned_abs() as u128 * abi::element_size(key, access.operand) as u128
-            })
-            .sum()
+    let mut order = Order {
+        dims: std::array::from_fn(|d| d),
+        len: depth,
     };
-    let mut order: Vec<usize> = (0..depth).collect();
     // The check pass stays row-major: the first bad index it meets is the one to report.
     if nest.pass != PassKind::Check {
-        order.sort_by_key(|&d| std::cmp::Reverse(cost(d)));
+        order.dims[..depth].sort_by_key(|&d| std::cmp::Reverse(cost[d]));
     }
     if axis_first {
-        order.sort_by_key(|&d| d != key.axis());
+        order.dims[..depth].sort_by_key(|&d| d != key.axis());
     }
 
     let mut params = vec![0i64; layout.len];
@@ -140,7 +157,9 @@ mod tests {
             .with(Operand::Data, dv.raw())
             .with(Operand::Indices, iv.raw())
             .with(Operand::Out, ov.raw());
-        bind(&key, nest, &ParamLayout::of(nest), &ops, false).1
+        bind(&key, nest, &ParamLayout::of(nest), &ops, false)
+            .1
+            .to_vec()
     }
 
     #[test]

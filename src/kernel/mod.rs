@@ -3,12 +3,14 @@
 //! the plan's order; [`bind`] fills a pass's parameter block from shapes and strides and
 //! picks the loop order and variant; [`schedule`] splits a pass over threads; [`call`] is
 //! the one entry into machine code; [`report`] turns a bad-index exit into the error.
-//! [`mean`] allocates the sums and counts that `mean`'s passes walk.
+//! [`mean`] allocates the sums and counts that `mean`'s passes walk; [`prepared`] binds a
+//! call once and runs it on new buffers.
 
 mod bind;
 mod call;
 mod mean;
 mod passes;
+mod prepared;
 mod report;
 mod schedule;
 
@@ -19,7 +21,7 @@ use scatterjit_ir::{
     TensorRole,
 };
 
-use crate::abi::Variant;
+use crate::abi::{ParamLayout, Variant};
 use crate::alloc;
 use crate::error::Buffer;
 use crate::error::{Error, Result};
@@ -27,6 +29,7 @@ use crate::jit::{self, Code, Listing, PassFn};
 use crate::once::OnceOk;
 use crate::tensor::{self, TensorView, TensorViewMut};
 
+pub use prepared::{Geometry, Prepared};
 pub use schedule::set_parallel_grain;
 
 /// A compiled kernel: native code for every pass of one [`KernelKey`]. Its code stays
@@ -44,6 +47,8 @@ pub struct Kernel {
     /// `Variant::COUNT + slot`): the code, compiled on first use (a failed compile is
     /// retried by the next call).
     code: [Option<Box<[OnceOk<Code>]>>; PassKind::ALL.len()],
+    /// Per [`PassKind`], like `code`: where the pass's parameters go.
+    layouts: [Option<ParamLayout>; PassKind::ALL.len()],
     compile_time: Duration,
 }
 
@@ -69,8 +74,10 @@ impl Kernel {
             plan.pass(kind)
                 .map(|_| (0..2 * Variant::COUNT).map(|_| OnceOk::default()).collect())
         });
+        let layouts = PassKind::ALL.map(|kind| plan.pass(kind).map(ParamLayout::of));
         let kernel = Kernel {
             code,
+            layouts,
             plan,
             compile_time: Duration::ZERO,
         };
@@ -112,6 +119,13 @@ impl Kernel {
                 jit::compile(&self.plan, pass, variant, listed, false).map(|(code, _)| code)
             })
             .map(Code::entry)
+    }
+
+    /// The parameter layout of `pass`.
+    fn layout(&self, pass: PassKind) -> &ParamLayout {
+        self.layouts[pass.index()]
+            .as_ref()
+            .expect("callers ask only for planned passes")
     }
 
     /// The key this kernel computes.
@@ -176,6 +190,18 @@ impl Kernel {
         updates: Option<&TensorView<'_>>,
     ) -> Result<Tensor> {
         let out_shape = self.validate(data, indices, updates)?;
+        self.run_validated(out_shape, data, indices, updates)
+    }
+
+    /// [`Self::run`] on operands that `Op::validate` accepted with this kernel's key and
+    /// output shape `out_shape` (the free functions validate once, to find the key).
+    pub(crate) fn run_validated(
+        &self,
+        out_shape: Vec<usize>,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Result<Tensor> {
         let (op, dtype) = (self.plan.key.kind(), self.plan.key.dtype());
         let len = checked_nbytes(dtype, &out_shape)?;
         // Both caps before either allocation.
@@ -241,6 +267,17 @@ impl Kernel {
             }));
         }
         self.validate(&data.as_view(), indices, Some(updates))?;
+        self.scatter_in_place_validated(data, indices, updates)
+    }
+
+    /// [`Self::scatter_in_place`] on operands that `Op::validate` accepted with this
+    /// kernel's key (a scatter's).
+    pub(crate) fn scatter_in_place_validated(
+        &self,
+        data: &mut TensorViewMut<'_>,
+        indices: &TensorView<'_>,
+        updates: &TensorView<'_>,
+    ) -> Result<()> {
         let inputs = [
             (TensorRole::Indices, Some(indices)),
             (TensorRole::Updates, Some(updates)),

@@ -1,6 +1,8 @@
 //! One call's passes, in the order of [`Plan::passes`](scatterjit_ir::Plan): the check
 //! before the first write, the copy of an out-of-place scatter, then the passes that write.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 
 use scatterjit_ir::{unravel, Operand, PassKind};
@@ -12,6 +14,10 @@ use crate::check;
 use crate::error::Result;
 use crate::partials;
 use crate::tensor::{Address, RawOperand, TensorView, TensorViewMut};
+
+/// Bytes per task of a parallel `memcpy` copy; copies shorter than two stay on the calling
+/// thread.
+pub(super) const COPY_CHUNK: usize = 1 << 20;
 
 impl Kernel {
     /// Runs the plan's passes into `out`, reading `data` (`None` in place: `out` holds
@@ -27,7 +33,11 @@ impl Kernel {
         check_first: bool,
     ) -> Result<()> {
         let key = self.plan.key;
-        let data_shape = data.map_or(out.shape(), |d| d.shape()).to_vec();
+        // In place, data is `out`, which the passes borrow mutably.
+        let data_shape: Cow<'_, [usize]> = match data {
+            Some(data) => Cow::Borrowed(data.shape()),
+            None => Cow::Owned(out.shape().to_vec()),
+        };
         // A successful sort has checked every index.
         let buckets = updates.and_then(|_| self.buckets(&data_shape, indices));
         let apply = self.plan.pass(PassKind::Apply).expect("every plan applies");
@@ -96,10 +106,9 @@ impl Kernel {
     /// row-major, the compiled copy pass otherwise.
     fn copy(&self, out: &mut TensorViewMut<'_>, data: &TensorView<'_>) -> Result<()> {
         if let (Some(from), Some(to)) = (data.dense_bytes(), out.dense_bytes_mut()) {
-            const CHUNK: usize = 1 << 20;
-            if to.len() >= 2 * CHUNK && rayon::current_num_threads() > 1 {
-                to.par_chunks_mut(CHUNK)
-                    .zip(from.par_chunks(CHUNK))
+            if to.len() >= 2 * COPY_CHUNK && rayon::current_num_threads() > 1 {
+                to.par_chunks_mut(COPY_CHUNK)
+                    .zip(from.par_chunks(COPY_CHUNK))
                     .for_each(|(to, from)| to.copy_from_slice(from));
             } else {
                 to.copy_from_slice(from);
@@ -126,6 +135,13 @@ impl Kernel {
         indices: &TensorView<'_>,
     ) -> Result<()> {
         let size = data_shape[self.plan.key.axis()];
+        if let Some(bytes) = indices.dense_bytes() {
+            // Its own compacted form, but for dims of size 1, where `unravel` puts 0.
+            return match check::first_bad(indices.dtype(), bytes, size) {
+                None => Ok(()),
+                Some(flat) => Err(self.index_error(indices, unravel(flat, indices.shape()), size)),
+            };
+        }
         let (compact, kept) = indices.compacted();
         if let Some(bytes) = compact.dense_bytes() {
             return match check::first_bad(indices.dtype(), bytes, size) {

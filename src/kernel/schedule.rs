@@ -28,6 +28,11 @@ pub fn set_parallel_grain(elements: usize) {
     PARALLEL_GRAIN.store(elements.clamp(1, 1 << 40) as i64, Ordering::Relaxed);
 }
 
+/// The smallest chunk of a parallel pass now (see [`set_parallel_grain`]).
+pub(super) fn parallel_grain() -> i64 {
+    PARALLEL_GRAIN.load(Ordering::Relaxed)
+}
+
 /// How a pass is cut into chunks that run in parallel: loop `level` (in the bound loop
 /// order) is split into `chunks` contiguous ranges.
 pub(super) struct Split {
@@ -245,27 +250,27 @@ impl Kernel {
         let Some(nest) = self.plan.pass(pass) else {
             return Ok(());
         };
-        let layout = ParamLayout::of(nest);
+        let layout = self.layout(pass);
         let indexed_dest = nest
             .dest
             .as_ref()
             .is_some_and(|dest| dest.indexed_dim().is_some());
         if let Some(buckets) = buckets.filter(|_| indexed_dest) {
-            return self.run_buckets(pass, nest, &layout, ops, buckets);
+            return self.run_buckets(pass, nest, layout, ops, buckets);
         }
-        let (params, order) = bind(&self.plan.key, nest, &layout, ops, false);
-        let entry = self.entry(pass, variant_of(nest, &layout, &params, &order), false)?;
+        let (params, order) = bind(&self.plan.key, nest, layout, ops, false);
+        let entry = self.entry(pass, variant_of(nest, layout, &params, &order), false)?;
         let call = Call {
             entry,
             pointers: pointers(ops),
             params,
         };
         let key = &self.plan.key;
-        let plan = split(key, nest, &layout, &call.params, &order);
+        let plan = split(key, nest, layout, &call.params, &order);
         let partial = match (&plan, partial_outputs) {
             (None, Some(partial_outputs)) => {
                 let out = ops.get(Operand::Out);
-                partial_split(key, nest, &layout, &call.params, &order, out).and_then(|split| {
+                partial_split(key, nest, layout, &call.params, &order, out).and_then(|split| {
                     let Combine::Reduce(reduction) = nest.combine else {
                         unreachable!("partial_split takes reductions only")
                     };
@@ -282,7 +287,7 @@ impl Kernel {
         };
         let status = match plan {
             None => match partial {
-                None => call.run(&layout, None),
+                None => call.run(layout, None),
                 Some((split, mut buffers, partial_outputs)) => {
                     let calls: Vec<Call> = std::iter::once(None)
                         .chain(buffers.iter_mut().map(Some))
@@ -300,7 +305,7 @@ impl Kernel {
                         .collect();
                     let status = (0..split.chunks)
                         .into_par_iter()
-                        .map(|c| calls[c].run(&layout, Some((&split, c))))
+                        .map(|c| calls[c].run(layout, Some((&split, c))))
                         .find_first(|status| status.is_err())
                         .unwrap_or(Ok(()));
                     drop(calls);
@@ -312,12 +317,12 @@ impl Kernel {
                 let chunks = split.chunks;
                 let first_bad = (0..chunks)
                     .into_par_iter()
-                    .map(|c| call.run(&layout, Some((&split, c))))
+                    .map(|c| call.run(layout, Some((&split, c))))
                     .find_first(|status| status.is_err());
                 match first_bad {
                     // Chunks of the check pass may fail out of row-major order: the
                     // sequential rerun names the first bad index.
-                    Some(Err(_)) if pass == PassKind::Check => call.run(&layout, None),
+                    Some(Err(_)) if pass == PassKind::Check => call.run(layout, None),
                     Some(status) => status,
                     None => Ok(()),
                 }

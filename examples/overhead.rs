@@ -1,0 +1,225 @@
+//! Per-call overhead on tiny tensors, where the work itself is tens of nanoseconds: what a
+//! framework pays per graph node. Each case runs as a free function (owned tensors, the
+//! process-wide cache), as `Kernel::run_into` on views made once, and as a prepared call
+//! (`Prepared::run_into` on byte buffers). The three forms run interleaved, round after
+//! round, and each prints the median time per call over the rounds; every form's output
+//! is first checked against the others.
+//!
+//! ```text
+//! cargo run --release --example overhead [rounds] [calls per round]
+//! ```
+//!
+//! Run it on one thread (`RAYON_NUM_THREADS=1`) or on the default pool: tiny calls stay on
+//! the calling thread either way.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use scatterjit::{
+    DType, Geometry, KernelCache, KernelKey, Reduction, Tensor, TensorView, TensorViewMut,
+};
+
+/// Little-endian bytes of a slice of numbers.
+fn bytes<T: Copy, const N: usize>(values: &[T], to_le: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|&v| to_le(v)).collect()
+}
+
+/// A calling form: its label, and a closure that runs one call.
+type Form = (&'static str, Box<dyn FnMut()>);
+
+/// One tiny case in its three forms.
+struct Case {
+    name: &'static str,
+    forms: [Form; 3],
+}
+
+fn gather_rows() -> Case {
+    // 8 rows of a [1000, 64] f32 table along axis 0, i64 indices.
+    let table: Vec<f32> = (0..1000 * 64).map(|i| i as f32 * 0.5).collect();
+    let picks: Vec<i64> = vec![3, 999, 0, 17, -1, 500, 42, 3];
+    let data = Tensor::from_slice(&[1000, 64], &table).unwrap();
+    let indices = Tensor::from_slice(&[8], &picks).unwrap();
+    let key = KernelKey::gather(DType::F32, DType::I64, 2, 1, 0).unwrap();
+    let kernel = KernelCache::global().get(&key).unwrap();
+    let want = scatterjit::gather(&data, &indices, 0).unwrap();
+
+    let (data_bytes, index_bytes) = (
+        bytes(&table, f32::to_le_bytes),
+        bytes(&picks, i64::to_le_bytes),
+    );
+    let mut out_view_bytes = vec![0u8; 8 * 64 * 4];
+    let mut out_prepared = vec![0u8; 8 * 64 * 4];
+    let prepared = kernel
+        .prepare(
+            &Geometry::row_major(&[8, 64]),
+            &Geometry::row_major(&[1000, 64]),
+            &Geometry::row_major(&[8]),
+            None,
+        )
+        .unwrap();
+    {
+        let dv = TensorView::contiguous(DType::F32, &[1000, 64], &data_bytes).unwrap();
+        let iv = TensorView::contiguous(DType::I64, &[8], &index_bytes).unwrap();
+        let mut ov =
+            TensorViewMut::new(DType::F32, &[8, 64], &[64, 1], 0, &mut out_view_bytes).unwrap();
+        kernel.run_into(&mut ov, &dv, &iv, None).unwrap();
+        prepared
+            .run_into(&mut out_prepared, &data_bytes, &index_bytes, None)
+            .unwrap();
+        assert_eq!(out_view_bytes, want.bytes());
+        assert_eq!(out_prepared, want.bytes());
+    }
+    let run_into = {
+        // Views made once, over buffers that live for the whole run.
+        let data_bytes: &'static [u8] = data_bytes.clone().leak();
+        let index_bytes: &'static [u8] = index_bytes.clone().leak();
+        let out_bytes: &'static mut [u8] = out_view_bytes.leak();
+        let dv = TensorView::contiguous(DType::F32, &[1000, 64], data_bytes).unwrap();
+        let iv = TensorView::contiguous(DType::I64, &[8], index_bytes).unwrap();
+        let mut ov = TensorViewMut::new(DType::F32, &[8, 64], &[64, 1], 0, out_bytes).unwrap();
+        let kernel = kernel.clone();
+        move || kernel.run_into(&mut ov, &dv, &iv, None).unwrap()
+    };
+    Case {
+        name: "gather 8 rows of [1000, 64] f32, i64 indices",
+        forms: [
+            (
+                "free function",
+                Box::new(move || {
+                    black_box(scatterjit::gather(&data, &indices, 0).unwrap());
+                }),
+            ),
+            ("Kernel::run_into (views made once)", Box::new(run_into)),
+            (
+                "Prepared::run_into",
+                Box::new(move || {
+                    prepared
+                        .run_into(&mut out_prepared, &data_bytes, &index_bytes, None)
+                        .unwrap();
+                }),
+            ),
+        ],
+    }
+}
+
+fn scatter_add() -> Case {
+    // [4, 16] updates added into [16, 16] f32 along axis 0.
+    let start: Vec<f32> = (0..256).map(|i| i as f32).collect();
+    let picks: Vec<i64> = (0..64).map(|i| (i * 7 % 16) as i64).collect();
+    let adds: Vec<f32> = (0..64).map(|i| i as f32 * 0.25).collect();
+    let data = Tensor::from_slice(&[16, 16], &start).unwrap();
+    let indices = Tensor::from_slice(&[4, 16], &picks).unwrap();
+    let updates = Tensor::from_slice(&[4, 16], &adds).unwrap();
+    let key =
+        KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Add, true).unwrap();
+    let kernel = KernelCache::global().get(&key).unwrap();
+    let want =
+        scatterjit::scatter_elements(&data, &indices, &updates, 0, Reduction::Add, true).unwrap();
+
+    let data_bytes = bytes(&start, f32::to_le_bytes);
+    let index_bytes = bytes(&picks, i64::to_le_bytes);
+    let update_bytes = bytes(&adds, f32::to_le_bytes);
+    let out_view_bytes = vec![0u8; 256 * 4];
+    let mut out_prepared = vec![0u8; 256 * 4];
+    let prepared = kernel
+        .prepare(
+            &Geometry::row_major(&[16, 16]),
+            &Geometry::row_major(&[16, 16]),
+            &Geometry::row_major(&[4, 16]),
+            Some(&Geometry::row_major(&[4, 16])),
+        )
+        .unwrap();
+    prepared
+        .run_into(
+            &mut out_prepared,
+            &data_bytes,
+            &index_bytes,
+            Some(&update_bytes),
+        )
+        .unwrap();
+    assert_eq!(out_prepared, want.bytes());
+    let run_into = {
+        // Views made once, over buffers that live for the whole run.
+        let data_bytes: &'static [u8] = data_bytes.clone().leak();
+        let index_bytes: &'static [u8] = index_bytes.clone().leak();
+        let update_bytes: &'static [u8] = update_bytes.clone().leak();
+        let out_bytes: &'static mut [u8] = out_view_bytes.leak();
+        let dv = TensorView::contiguous(DType::F32, &[16, 16], data_bytes).unwrap();
+        let iv = TensorView::contiguous(DType::I64, &[4, 16], index_bytes).unwrap();
+        let uv = TensorView::contiguous(DType::F32, &[4, 16], update_bytes).unwrap();
+        let mut ov = TensorViewMut::new(DType::F32, &[16, 16], &[16, 1], 0, out_bytes).unwrap();
+        kernel.run_into(&mut ov, &dv, &iv, Some(&uv)).unwrap();
+        assert_eq!(ov.as_view().to_tensor(), want);
+        let kernel = kernel.clone();
+        move || kernel.run_into(&mut ov, &dv, &iv, Some(&uv)).unwrap()
+    };
+    Case {
+        name: "scatter add [4, 16] into [16, 16] f32, i64 indices",
+        forms: [
+            (
+                "free function",
+                Box::new(move || {
+                    black_box(
+                        scatterjit::scatter_elements(
+                            &data,
+                            &indices,
+                            &updates,
+                            0,
+                            Reduction::Add,
+                            true,
+                        )
+                        .unwrap(),
+                    );
+                }),
+            ),
+            ("Kernel::run_into (views made once)", Box::new(run_into)),
+            (
+                "Prepared::run_into",
+                Box::new(move || {
+                    prepared
+                        .run_into(
+                            &mut out_prepared,
+                            &data_bytes,
+                            &index_bytes,
+                            Some(&update_bytes),
+                        )
+                        .unwrap();
+                }),
+            ),
+        ],
+    }
+}
+
+fn main() {
+    let mut args = std::env::args()
+        .skip(1)
+        .map(|a| a.parse::<usize>().expect("a number"));
+    let rounds = args.next().unwrap_or(21);
+    let calls = args.next().unwrap_or(20_000);
+    println!(
+        "{rounds} rounds of {calls} calls per form, interleaved; {} rayon threads",
+        rayon::current_num_threads()
+    );
+    for mut case in [gather_rows(), scatter_add()] {
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); case.forms.len()];
+        for _ in 0..rounds {
+            for (f, (_, form)) in case.forms.iter_mut().enumerate() {
+                let start = Instant::now();
+                for _ in 0..calls {
+                    form();
+                }
+                times[f].push(start.elapsed().as_nanos() as f64 / calls as f64);
+            }
+        }
+        println!("{}", case.name);
+        for ((label, _), mut t) in case.forms.iter().zip(times) {
+            t.sort_by(f64::total_cmp);
+            let median = t[t.len() / 2];
+            println!(
+                "  {label:<40} median {median:>7.0} ns/call (min {:.0}, max {:.0})",
+                t[0],
+                t[t.len() - 1]
+            );
+        }
+    }
+}

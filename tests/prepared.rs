@@ -1,0 +1,494 @@
+//! Prepared calls against `Kernel::run_into` and the reference interpreter: the
+//! differential suite's random problems (shapes, zero and negative strides, duplicates,
+//! out-of-range indices), each prepared once and run on two sets of buffers, on 1 and 3
+//! threads, bit-identical to `run_into` on views of the same buffers (gaps included), with
+//! the same errors and nothing written on error; and buffers of the wrong size.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use scatterjit::ir::{interp, DType, Op, Tensor};
+use scatterjit::{
+    Error, Geometry, Kernel, KernelCache, KernelKey, Prepared, TensorView, TensorViewMut,
+};
+use scatterjit_testkit::fuzzing::{pools, same_values, Strided};
+
+use crate::differential::{case, engine_case, lay_out, Case, Layout};
+
+/// The buffers of one call: data, indices, updates, and a garbage-filled output.
+struct Buffers {
+    data: Strided,
+    indices: Strided,
+    updates: Option<Strided>,
+    out: Strided,
+}
+
+fn geometry(t: &Tensor, s: &Strided) -> Geometry {
+    Geometry::new(t.shape(), &s.strides, s.offset)
+}
+
+/// `case`'s tensors laid out as its layouts say; the geometry depends on `layout_seed`
+/// only, so two value seeds give buffers of one geometry.
+fn buffers(
+    case: &Case,
+    layout_seed: u64,
+    out_shape: &[usize],
+    dtype: DType,
+) -> (Buffers, [Tensor; 2]) {
+    let (data, indices, updates) = case.tensors();
+    let axis = normalized_axis(case);
+    let zeros = Tensor::zeros(dtype, out_shape.to_vec()).unwrap();
+    let mut out = lay_out(&zeros, Layout::Padded, axis, layout_seed ^ 0xff);
+    out.bytes.fill(if dtype == DType::Bool { 1 } else { 0x5A });
+    let b = Buffers {
+        data: lay_out(&data, case.layouts[0], axis, layout_seed),
+        indices: lay_out(&indices, case.layouts[1], axis, layout_seed + 1),
+        updates: updates
+            .as_ref()
+            .map(|u| lay_out(u, case.layouts[2], axis, layout_seed + 2)),
+        out,
+    };
+    (b, [data, indices])
+}
+
+fn normalized_axis(case: &Case) -> usize {
+    let r = case.data_shape.len() as i64;
+    let a = if case.axis < 0 {
+        case.axis + r
+    } else {
+        case.axis
+    };
+    if (0..r).contains(&a) {
+        a as usize
+    } else {
+        0
+    }
+}
+
+/// `run_into` on views of `b` (into a copy of its output buffer): the output buffer after
+/// the call, and the result.
+fn ordinary(
+    kernel: &Kernel,
+    key: &KernelKey,
+    t: &[Tensor; 2],
+    updates_t: Option<&Tensor>,
+    out_shape: &[usize],
+    b: &Buffers,
+) -> (Vec<u8>, Result<(), Error>) {
+    let dv = TensorView::new(
+        key.dtype(),
+        t[0].shape(),
+        &b.data.strides,
+        b.data.offset,
+        &b.data.bytes,
+    )
+    .unwrap();
+    let iv = TensorView::new(
+        key.index_dtype(),
+        t[1].shape(),
+        &b.indices.strides,
+        b.indices.offset,
+        &b.indices.bytes,
+    )
+    .unwrap();
+    let uv = b.updates.as_ref().zip(updates_t).map(|(s, u)| {
+        TensorView::new(key.dtype(), u.shape(), &s.strides, s.offset, &s.bytes).unwrap()
+    });
+    let mut bytes = b.out.bytes.clone();
+    let result = {
+        let mut ov = TensorViewMut::new(
+            key.dtype(),
+            out_shape,
+            &b.out.strides,
+            b.out.offset,
+            &mut bytes,
+        )
+        .unwrap();
+        kernel.run_into(&mut ov, &dv, &iv, uv.as_ref())
+    };
+    (bytes, result)
+}
+
+/// The prepared call on `b` (into a copy of its output buffer).
+fn prepared_call(p: &Prepared, b: &Buffers) -> (Vec<u8>, Result<(), Error>) {
+    let mut bytes = b.out.bytes.clone();
+    let updates = b.updates.as_ref().map(|u| u.bytes.as_slice());
+    let result = p.run_into(&mut bytes, &b.data.bytes, &b.indices.bytes, updates);
+    (bytes, result)
+}
+
+/// Prepares `case` once and runs it on two sets of values; `Err` describes the first
+/// disagreement.
+fn check(case: &Case) -> Result<(), String> {
+    if case.dtype == DType::String {
+        return Ok(()); // no byte buffers
+    }
+    let op: Op = case_op(case);
+    let (data_t, indices_t, updates_t) = case.tensors();
+    let Ok(validated) = op.validate(
+        data_t.meta(),
+        indices_t.meta(),
+        updates_t.as_ref().map(|u| u.meta()),
+    ) else {
+        return Ok(()); // nothing to prepare: no kernel has this geometry
+    };
+    let key = validated.key;
+    let kernel: Arc<Kernel> = KernelCache::global().get(&key).map_err(|e| e.to_string())?;
+    let out_shape = validated.out_shape;
+    let layout_seed = case.seed;
+    let (first, t) = buffers(case, layout_seed, &out_shape, key.dtype());
+    let zeros = Tensor::zeros(key.dtype(), out_shape.clone()).unwrap();
+    let prepared = kernel
+        .prepare(
+            &geometry(&zeros, &first.out),
+            &geometry(&t[0], &first.data),
+            &geometry(&t[1], &first.indices),
+            first
+                .updates
+                .as_ref()
+                .zip(updates_t.as_ref())
+                .map(|(s, u)| geometry(u, s))
+                .as_ref(),
+        )
+        .map_err(|e| format!("{key}: prepare: {e}"))?;
+    // A second set of values of the same geometry: another seed, no bad index.
+    let mut other = case.clone();
+    other.seed = case.seed.wrapping_mul(31).wrapping_add(7);
+    other.bad = None;
+    let (second, t2) = buffers(&other, layout_seed, &out_shape, key.dtype());
+    let updates2 = other.tensors().2;
+    for (b, t, u) in [
+        (&first, &t, updates_t.as_ref()),
+        (&second, &t2, updates2.as_ref()),
+    ] {
+        let (want_bytes, want) = ordinary(&kernel, &key, t, u, &out_shape, b);
+        for (threads, pool) in [1, 3].iter().zip(pools()) {
+            let (got_bytes, got) = pool.install(|| prepared_call(&prepared, b));
+            if got != want {
+                return Err(format!(
+                    "{key} on {threads} threads: prepared {got:?}, run_into {want:?}"
+                ));
+            }
+            if got_bytes != want_bytes {
+                return Err(format!(
+                    "{key} on {threads} threads: prepared and run_into wrote different bytes"
+                ));
+            }
+            if got.is_err() && got_bytes != b.out.bytes {
+                return Err(format!("{key}: a failed prepared call wrote its output"));
+            }
+        }
+        // And the interpreter, on what the buffers hold.
+        let expected = interp::run(
+            &op,
+            &view(key.dtype(), &t[0], &b.data),
+            &view(key.index_dtype(), &t[1], &b.indices),
+            b.updates
+                .as_ref()
+                .zip(u)
+                .map(|(s, u)| view(key.dtype(), u, s))
+                .as_ref(),
+        );
+        match (&expected, &want) {
+            (Ok(e), Ok(())) => {
+                let mut bytes = want_bytes.clone();
+                let ov = TensorViewMut::new(
+                    key.dtype(),
+                    &out_shape,
+                    &b.out.strides,
+                    b.out.offset,
+                    &mut bytes,
+                )
+                .unwrap();
+                let got = ov.as_view().to_tensor();
+                if !same_values(key.dtype(), e.bytes(), got.bytes()) {
+                    return Err(format!(
+                        "{key}: prepared result differs from the interpreter's"
+                    ));
+                }
+            }
+            (Err(e), Err(w)) if w.as_invalid() == Some(e) => {}
+            _ => return Err(format!("{key}: interpreter {expected:?}, kernel {want:?}")),
+        }
+    }
+    if let (Some(us), Some(u), Some(u2)) = (&first.updates, &updates_t, &updates2) {
+        check_in_place(&kernel, &key, [&first, &second], [&t, &t2], [u, u2], us)?;
+    }
+    Ok(())
+}
+
+/// In place: `Prepared::scatter_in_place` against `Kernel::scatter_in_place` on views of
+/// the same buffers (a copy of data's), on 1 and 3 threads.
+fn check_in_place(
+    kernel: &Arc<Kernel>,
+    key: &KernelKey,
+    sets: [&Buffers; 2],
+    tensors: [&[Tensor; 2]; 2],
+    updates: [&Tensor; 2],
+    updates_layout: &Strided,
+) -> Result<(), String> {
+    let prepared = kernel
+        .prepare_in_place(
+            &geometry(&tensors[0][0], &sets[0].data),
+            &geometry(&tensors[0][1], &sets[0].indices),
+            &geometry(updates[0], updates_layout),
+        )
+        .map_err(|e| format!("{key}: prepare_in_place: {e}"))?;
+    for ((b, t), u) in sets.into_iter().zip(tensors).zip(updates) {
+        let s = b.updates.as_ref().expect("scatters have updates");
+        let mut want_bytes = b.data.bytes.clone();
+        let want = {
+            let mut dv = TensorViewMut::new(
+                key.dtype(),
+                t[0].shape(),
+                &b.data.strides,
+                b.data.offset,
+                &mut want_bytes,
+            )
+            .unwrap();
+            let iv = TensorView::new(
+                key.index_dtype(),
+                t[1].shape(),
+                &b.indices.strides,
+                b.indices.offset,
+                &b.indices.bytes,
+            )
+            .unwrap();
+            let uv =
+                TensorView::new(key.dtype(), u.shape(), &s.strides, s.offset, &s.bytes).unwrap();
+            kernel.scatter_in_place(&mut dv, &iv, &uv)
+        };
+        for (threads, pool) in [1, 3].iter().zip(pools()) {
+            let mut got_bytes = b.data.bytes.clone();
+            let got = pool
+                .install(|| prepared.scatter_in_place(&mut got_bytes, &b.indices.bytes, &s.bytes));
+            if got != want || got_bytes != want_bytes {
+                return Err(format!(
+                    "{key} in place on {threads} threads: prepared {got:?}, views {want:?}"
+                ));
+            }
+            if got.is_err() && got_bytes != b.data.bytes {
+                return Err(format!("{key}: a failed in-place prepared call wrote data"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The contiguous tensor of what `s` holds.
+fn view(dtype: DType, t: &Tensor, s: &Strided) -> Tensor {
+    TensorView::new(dtype, t.shape(), &s.strides, s.offset, &s.bytes)
+        .unwrap()
+        .to_tensor()
+}
+
+fn case_op(case: &Case) -> Op {
+    use scatterjit::ir::OpKind;
+    match case.kind {
+        OpKind::ScatterElements => Op::ScatterElements {
+            axis: case.axis,
+            reduction: case.reduction,
+            use_init_val: case.use_init_val,
+        },
+        OpKind::GatherElements => Op::GatherElements { axis: case.axis },
+        OpKind::Gather => Op::Gather { axis: case.axis },
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn prepared_calls_agree_with_run_into(case in case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
+    #[test]
+    fn prepared_engine_calls_agree_with_run_into(case in engine_case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+}
+
+#[test]
+fn buffers_must_fit_the_geometry() {
+    let key = KernelKey::gather(DType::F32, DType::I64, 2, 1, 0).unwrap();
+    let kernel = KernelCache::global().get(&key).unwrap();
+    // data [4, 2] at element offset 1 with row stride 3: needs (1 + 3 * 3 + 1 + 1) * 4 = 48 bytes.
+    let call = kernel
+        .prepare(
+            &Geometry::row_major(&[2, 2]),
+            &Geometry::new(&[4, 2], &[3, 1], 1),
+            &Geometry::row_major(&[2]),
+            None,
+        )
+        .unwrap();
+    let data = vec![0u8; 48];
+    let indices: Vec<u8> = [3i64, 0].iter().flat_map(|i| i.to_le_bytes()).collect();
+    let mut out = vec![7u8; 16];
+    call.run_into(&mut out, &data, &indices, None).unwrap();
+    assert_eq!(out, [0u8; 16]);
+    let mut out = vec![7u8; 16];
+    let short = [
+        call.run_into(&mut out, &data[..47], &indices, None),
+        call.run_into(&mut out, &data, &indices[..15], None),
+        call.run_into(&mut out[..15], &data, &indices, None),
+    ];
+    for e in short {
+        let e = e.unwrap_err();
+        assert!(e.to_string().contains("bytes"), "{e}");
+    }
+    assert_eq!(out, [7u8; 16], "nothing written");
+    // The error of a view of the short buffer, word for word.
+    let view_error = TensorView::new(DType::F32, &[4, 2], &[3, 1], 1, &data[..47]).unwrap_err();
+    let e = call
+        .run_into(&mut out, &data[..47], &indices, None)
+        .unwrap_err();
+    assert_eq!(e, Error::Invalid(view_error));
+    // Updates where the call has none, a bad index: errors, nothing written.
+    assert!(call
+        .run_into(&mut out, &data, &indices, Some(&data))
+        .is_err());
+    // A call prepared out of place is not run in place, nor the other way round.
+    assert!(call.scatter_in_place(&mut out, &indices, &data).is_err());
+    let scatter = KernelKey::scatter_elements(
+        DType::F32,
+        DType::I64,
+        1,
+        0,
+        scatterjit::Reduction::Add,
+        true,
+    )
+    .unwrap();
+    let scatter = KernelCache::global().get(&scatter).unwrap();
+    let in_place = scatter
+        .prepare_in_place(
+            &Geometry::row_major(&[4]),
+            &Geometry::row_major(&[2]),
+            &Geometry::row_major(&[2]),
+        )
+        .unwrap();
+    let mut four = vec![0u8; 16];
+    assert!(in_place
+        .run_into(&mut four, &data, &indices, Some(&data[..8]))
+        .is_err());
+    let in_range: Vec<u8> = [3i64, 0].iter().flat_map(|i| i.to_le_bytes()).collect();
+    let ones: Vec<u8> = [1.0f32, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    in_place
+        .scatter_in_place(&mut four, &in_range, &ones)
+        .unwrap();
+    assert_eq!(four[12..], 1.0f32.to_le_bytes());
+    assert_eq!(four[..4], 1.0f32.to_le_bytes());
+    // Gathers have no in-place form.
+    assert!(kernel
+        .prepare_in_place(
+            &Geometry::row_major(&[4, 2]),
+            &Geometry::row_major(&[2]),
+            &Geometry::row_major(&[2])
+        )
+        .is_err());
+    let bad: Vec<u8> = [4i64, 0].iter().flat_map(|i| i.to_le_bytes()).collect();
+    let e = call.run_into(&mut out, &data, &bad, None).unwrap_err();
+    assert!(e.to_string().contains("out of bounds"), "{e}");
+    assert_eq!(out, [7u8; 16]);
+}
+
+#[test]
+fn geometry_is_checked_when_prepared() {
+    let key = KernelKey::scatter_elements(
+        DType::F32,
+        DType::I64,
+        2,
+        0,
+        scatterjit::Reduction::Add,
+        true,
+    )
+    .unwrap();
+    let kernel = KernelCache::global().get(&key).unwrap();
+    let row_major = Geometry::row_major;
+    // The output must have the op's shape, updates the indices' shape (or larger).
+    assert!(kernel
+        .prepare(
+            &row_major(&[3, 2]),
+            &row_major(&[4, 2]),
+            &row_major(&[2, 2]),
+            Some(&row_major(&[2, 2]))
+        )
+        .is_err());
+    assert!(kernel
+        .prepare(
+            &row_major(&[4, 2]),
+            &row_major(&[4, 2]),
+            &row_major(&[2, 2]),
+            None
+        )
+        .is_err());
+    // A writable output whose elements overlap; strides that reach before the buffer.
+    assert!(kernel
+        .prepare(
+            &Geometry::new(&[4, 2], &[1, 1], 0),
+            &row_major(&[4, 2]),
+            &row_major(&[2, 2]),
+            Some(&row_major(&[2, 2]))
+        )
+        .is_err());
+    assert!(kernel
+        .prepare(
+            &row_major(&[4, 2]),
+            &Geometry::new(&[4, 2], &[-2, 1], 0),
+            &row_major(&[2, 2]),
+            Some(&row_major(&[2, 2]))
+        )
+        .is_err());
+    assert!(kernel
+        .prepare(
+            &row_major(&[4, 2]),
+            &row_major(&[4, 2]),
+            &row_major(&[2, 2]),
+            Some(&row_major(&[2, 2]))
+        )
+        .is_ok());
+}
+
+/// One prepared call shared by threads, each on its own buffers.
+#[test]
+fn a_prepared_call_runs_on_many_threads_at_once() {
+    fn shared<T: Send + Sync>(_: &T) {}
+    let key = KernelKey::gather(DType::I32, DType::I64, 2, 1, 0).unwrap();
+    let kernel = KernelCache::global().get(&key).unwrap();
+    let call = kernel
+        .prepare(
+            &Geometry::row_major(&[3, 5]),
+            &Geometry::row_major(&[7, 5]),
+            &Geometry::row_major(&[3]),
+            None,
+        )
+        .unwrap();
+    shared(&call);
+    let table: Vec<u8> = (0..35i32).flat_map(|v| v.to_le_bytes()).collect();
+    std::thread::scope(|s| {
+        for t in 0..4i64 {
+            let (call, table) = (&call, &table);
+            s.spawn(move || {
+                let rows = [t, 6 - t, -1];
+                let indices: Vec<u8> = rows.iter().flat_map(|i| i.to_le_bytes()).collect();
+                let mut out = vec![0u8; 3 * 5 * 4];
+                for _ in 0..1000 {
+                    call.run_into(&mut out, table, &indices, None).unwrap();
+                }
+                let got: Vec<i32> = out
+                    .chunks(4)
+                    .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+                    .collect();
+                let want: Vec<i32> = [t, 6 - t, 6]
+                    .iter()
+                    .flat_map(|&r| (0..5).map(move |c| (r * 5 + c) as i32))
+                    .collect();
+                assert_eq!(got, want);
+            });
+        }
+    });
+}
