@@ -200,7 +200,7 @@ fn check(case: &Case) -> Result<(), String> {
                     &mut bytes,
                 )
                 .unwrap();
-                let got = ov.as_view().to_tensor();
+                let got = ov.as_view().to_tensor().map_err(|e| e.to_string())?;
                 if !same_values(key.dtype(), e.bytes(), got.bytes()) {
                     return Err(format!(
                         "{key}: prepared result differs from the interpreter's"
@@ -280,6 +280,7 @@ fn view(dtype: DType, t: &Tensor, s: &Strided) -> Tensor {
     TensorView::new(dtype, t.shape(), &s.strides, s.offset, &s.bytes)
         .unwrap()
         .to_tensor()
+        .unwrap()
 }
 
 fn case_op(case: &Case) -> Op {
