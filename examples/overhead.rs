@@ -149,7 +149,10 @@ fn scatter_add() -> Case {
         let uv = TensorView::contiguous(DType::F32, &[4, 16], update_bytes).unwrap();
         let mut ov = TensorViewMut::new(DType::F32, &[16, 16], &[16, 1], 0, out_bytes).unwrap();
         kernel.run_into(&mut ov, &dv, &iv, Some(&uv)).unwrap();
-        assert_eq!(ov.as_view().to_tensor().expect("the output fits in memory"), want);
+        assert_eq!(
+            ov.as_view().to_tensor().expect("the output fits in memory"),
+            want
+        );
         let kernel = kernel.clone();
         move || kernel.run_into(&mut ov, &dv, &iv, Some(&uv)).unwrap()
     };
