@@ -37,7 +37,7 @@
 //! Aliasing: a `TensorViewMut` output never aliases a `TensorView` input in safe code (the
 //! borrow checker refuses it; see the `compile_fail` examples on `TensorViewMut`), and
 //! views built over overlapping raw buffers are refused at run time (unit-tested in
-//! `src/tensor.rs`). For the CLI, OUT naming an input is sound (inputs are read whole before
+//! `src/tensor/`). For the CLI, OUT naming an input is sound (inputs are read whole before
 //! the atomic rename), so those cells assert the input is untouched on error and replaced
 //! by the result on success.
 

@@ -1,0 +1,178 @@
+//! The innermost statement: an access's address, reading and checking the index, and the
+//! combine of each pass kind.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, InstBuilder, Value};
+use scatterjit_ir::{Combine, Operand, Source};
+
+use super::Lowering;
+use crate::abi;
+use crate::codegen::combine::{self, data_flags, raw_type};
+
+impl Lowering<'_, '_> {
+    /// Position of `operand`'s access in [`abi::accesses`] order.
+    pub(super) fn access_of(&self, operand: Operand) -> usize {
+        self.accesses
+            .iter()
+            .position(|a| a.operand == operand)
+            .expect("the nest accesses this operand")
+    }
+
+    /// The address of `operand`'s element at this point of the domain.
+    fn address(&mut self, ptrs: &[Value], operand: Operand, k: Option<Value>) -> Value {
+        let a = self.access_of(operand);
+        match (self.accesses[a].indexed_stride, k) {
+            (Some(stride), Some(k)) => {
+                let offset = self.b.ins().imul(k, stride);
+                self.b.ins().iadd(ptrs[a], offset)
+            }
+            _ => ptrs[a],
+        }
+    }
+
+    /// The innermost statement: read and check the index, then combine.
+    pub(super) fn body(&mut self, ptrs: &[Value]) {
+        debug_assert_eq!(abi::accesses(self.nest).count(), ptrs.len());
+        let k = self.nest.index.as_ref().map(|index| {
+            let at = self.address(ptrs, index.operand, None);
+            let raw = self.load_index(at);
+            self.check_index(raw)
+        });
+        self.combine(ptrs, k);
+    }
+
+    /// Loads the raw index at `at` (in the index dtype's own width).
+    pub(super) fn load_index(&mut self, at: Value) -> Value {
+        let size = self.key.index_dtype().size();
+        self.b.ins().load(raw_type(size), data_flags(), at, 0)
+    }
+
+    /// Widens a raw index to i64, normalizes it and branches to `bad` unless it is in
+    /// `[0, s)`; returns the normalized index.
+    pub(super) fn check_index(&mut self, raw: Value) -> Value {
+        let index_dtype = self.key.index_dtype();
+        let signed = index_dtype.is_signed_integer();
+        let wide = match (index_dtype.size(), signed) {
+            (8, _) => raw,
+            (_, true) => self.b.ins().sextend(types::I64, raw),
+            (_, false) => self.b.ins().uextend(types::I64, raw),
+        };
+        let bound = self.bound.expect("a nest that reads an index has a bound");
+        // Negative k becomes k + s without a branch; the unsigned compare then rejects
+        // anything outside [0, s), including what is still negative (k < -s).
+        let k = if signed {
+            let sign = self.b.ins().sshr_imm_s(wide, 63);
+            let shift = self.b.ins().band(sign, bound);
+            self.b.ins().iadd(wide, shift)
+        } else {
+            wide
+        };
+        let in_bounds = self.b.ins().icmp(IntCC::UnsignedLessThan, k, bound);
+        let next = self.b.create_block();
+        self.b.ins().brif(in_bounds, next, &[], self.bad, &[]);
+        self.b.switch_to_block(next);
+        k
+    }
+
+    /// `dest = combine(dest, source)` at the accesses' addresses `ptrs`, each moved along
+    /// its indexed dim by `k` (or already moved, when `k` is `None`).
+    pub(super) fn combine(&mut self, ptrs: &[Value], k: Option<Value>) {
+        let Some(dest) = &self.nest.dest else {
+            return;
+        };
+        let dest_ptr = self.address(ptrs, dest.operand, k);
+        let dtype = self.key.dtype();
+        match (self.nest.combine, &self.nest.source) {
+            (Combine::Assign, Some(Source::Read(src))) => {
+                let src_ptr = self.address(ptrs, src.operand, k);
+                let ty = raw_type(dtype.size());
+                let v = self.b.ins().load(ty, data_flags(), src_ptr, 0);
+                self.b.ins().store(data_flags(), v, dest_ptr, 0);
+            }
+            (Combine::Assign, Some(Source::Identity(reduction))) => {
+                let bytes = reduction
+                    .identity_bytes(dtype)
+                    .expect("init passes exist only for reductions with an identity");
+                let v = self.constant(&bytes);
+                self.b.ins().store(data_flags(), v, dest_ptr, 0);
+            }
+            (Combine::Reduce(reduction), Some(Source::Read(src))) => {
+                let src_ptr = self.address(ptrs, src.operand, k);
+                let old = combine::load(self.b, dtype, dest_ptr);
+                let new = combine::load(self.b, dtype, src_ptr);
+                let v = combine::reduce(self.b, reduction, dtype, old, new);
+                combine::store(self.b, dtype, v, dest_ptr);
+            }
+            (Combine::Accumulate(acc), Some(Source::Read(src))) => {
+                let src_ptr = self.address(ptrs, src.operand, k);
+                let new = combine::load(self.b, dtype, src_ptr);
+                let wide = combine::widen(self.b, dtype, acc, new);
+                let sum = self
+                    .b
+                    .ins()
+                    .load(combine::acc_type(acc), data_flags(), dest_ptr, 0);
+                let sum = combine::accumulate(self.b, acc, sum, wide);
+                self.b.ins().store(data_flags(), sum, dest_ptr, 0);
+                let count_ptr = self.address(ptrs, Operand::Count, k);
+                let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
+                let count = self.b.ins().iadd_imm_s(count, 1);
+                self.b.ins().store(data_flags(), count, count_ptr, 0);
+            }
+            (Combine::Start(acc), Some(source)) => {
+                let sum = match source {
+                    Source::Read(src) => {
+                        let src_ptr = self.address(ptrs, src.operand, k);
+                        let v = combine::load(self.b, dtype, src_ptr);
+                        combine::widen(self.b, dtype, acc, v)
+                    }
+                    Source::Identity(_) => self.constant(&acc.identity_bytes()),
+                };
+                self.b.ins().store(data_flags(), sum, dest_ptr, 0);
+                let count_ptr = self.address(ptrs, Operand::Count, k);
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.b.ins().store(data_flags(), zero, count_ptr, 0);
+            }
+            (Combine::Finish { acc, with_init }, Some(Source::Read(src))) => {
+                let count_ptr = self.address(ptrs, Operand::Count, k);
+                let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
+                // Elements no update reached keep their value (and are never divided by 0).
+                let (divide, next) = (self.b.create_block(), self.b.create_block());
+                let reached = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, count, 0);
+                self.b.ins().brif(reached, divide, &[], next, &[]);
+                self.b.switch_to_block(divide);
+                let n = match with_init {
+                    true => self.b.ins().iadd_imm_s(count, 1),
+                    false => count,
+                };
+                let src_ptr = self.address(ptrs, src.operand, k);
+                let sum = self
+                    .b
+                    .ins()
+                    .load(combine::acc_type(acc), data_flags(), src_ptr, 0);
+                let v = combine::finish(self.b, dtype, acc, sum, n);
+                combine::store(self.b, dtype, v, dest_ptr);
+                self.b.ins().jump(next, &[]);
+                self.b.switch_to_block(next);
+            }
+            (combine, source) => unreachable!("no lowering for {combine:?} of {source:?}"),
+        }
+    }
+
+    /// An integer constant holding `bytes` (little-endian) in the raw type of their size.
+    fn constant(&mut self, bytes: &[u8]) -> Value {
+        let word = |chunk: &[u8]| {
+            let mut raw = [0u8; 8];
+            raw[..chunk.len()].copy_from_slice(chunk);
+            i64::from_le_bytes(raw)
+        };
+        if bytes.len() == 16 {
+            let lo = self.b.ins().iconst(types::I64, word(&bytes[..8]));
+            let hi = self.b.ins().iconst(types::I64, word(&bytes[8..]));
+            return self.b.ins().iconcat(lo, hi);
+        }
+        let ty = raw_type(bytes.len());
+        // iconst takes the value's bits zero-extended to 64 for narrow types.
+        let value = word(bytes);
+        self.b.ins().iconst(ty, value)
+    }
+}

@@ -1,0 +1,144 @@
+//! Loop emission: the counted loops of the nest (pointers stepped by each access's stride),
+//! a listed pass's outermost loop over its row list, and the bottom-tested ranges the
+//! contiguous variant's rows use.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
+use cranelift_frontend::Variable;
+
+use super::Lowering;
+
+impl Lowering<'_, '_> {
+    /// Emits loop `n` (or the body once all loops are open); `ptrs` are the accesses'
+    /// addresses at the start of this level.
+    pub(super) fn level(&mut self, n: usize, ptrs: &[Value]) {
+        if n == self.depth {
+            self.body(ptrs);
+            return;
+        }
+        if n == 0 && self.listed {
+            self.listed_level(ptrs);
+            return;
+        }
+        let innermost = n + 1 == self.depth;
+        if innermost {
+            self.enter_innermost();
+            if self.variant.rows() {
+                self.inner_dim = Some(self.param(n));
+                self.contiguous_inner(ptrs);
+                return;
+            }
+        }
+        // The innermost loop keeps its dim and strides in registers; outer loops reload
+        // theirs from the parameter block at each step.
+        let steady = innermost.then(|| (self.param(n), self.byte_strides(n)));
+        let counter = self.b.declare_var(types::I64);
+        self.counters.push(counter);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.def_var(counter, zero);
+        let ptr_vars: Vec<Variable> = ptrs
+            .iter()
+            .map(|&p| {
+                let var = self.b.declare_var(self.ptr);
+                self.b.def_var(var, p);
+                var
+            })
+            .collect();
+        let header = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let current: Vec<Value> = ptr_vars.iter().map(|&v| self.b.use_var(v)).collect();
+        self.level(n + 1, &current);
+
+        let (dim, strides) = match &steady {
+            Some((dim, strides)) => (*dim, strides.clone()),
+            None => (self.param(n), self.byte_strides(n)),
+        };
+        let i = self.b.use_var(counter);
+        let next = self.b.ins().iadd_imm_s(i, 1);
+        self.b.def_var(counter, next);
+        for (a, &var) in ptr_vars.iter().enumerate() {
+            let p = self.b.use_var(var);
+            let stepped = self.b.ins().iadd(p, strides[a]);
+            self.b.def_var(var, stepped);
+        }
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, dim);
+        self.b.ins().brif(more, header, &[], exit, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// The outermost loop of a listed pass: `j` counts to `dim_0` and the loop's position
+    /// is `list[j]`, each access's pointer recomputed from its base at every step.
+    fn listed_level(&mut self, ptrs: &[Value]) {
+        let counter = self.b.declare_var(types::I64);
+        self.counters.push(counter);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.def_var(counter, zero);
+        let header = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.ins().jump(header, &[]);
+        self.b.switch_to_block(header);
+        let j = self.b.use_var(counter);
+        let list = self.param(self.layout.list_at);
+        let offset = self.b.ins().ishl_imm_s(j, 3);
+        let at = self.b.ins().iadd(list, offset);
+        // The list is the engine's own buffer: aligned and valid for `dim_0` entries.
+        let position = self
+            .b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), at, 0);
+        let strides = self.byte_strides(0);
+        let current: Vec<Value> = ptrs
+            .iter()
+            .zip(strides)
+            .map(|(&p, stride)| {
+                let step = self.b.ins().imul(position, stride);
+                self.b.ins().iadd(p, step)
+            })
+            .collect();
+        if self.depth == 1 {
+            self.enter_innermost();
+            self.body(&current);
+        } else {
+            self.level(1, &current);
+        }
+        let dim = self.param(0);
+        let j = self.b.use_var(counter);
+        let next = self.b.ins().iadd_imm_s(j, 1);
+        self.b.def_var(counter, next);
+        let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, dim);
+        self.b.ins().brif(more, header, &[], exit, &[]);
+        self.b.switch_to_block(exit);
+    }
+
+    /// Emits `i = start; while i + step <= end { body(i); i += step }` as one test in
+    /// front and a bottom-tested loop (one taken branch per iteration); returns the
+    /// final `i`.
+    pub(super) fn for_range(
+        &mut self,
+        start: Value,
+        end: Value,
+        step: i64,
+        mut body: impl FnMut(&mut Self, Value),
+    ) -> Value {
+        let var = self.b.declare_var(types::I64);
+        self.b.def_var(var, start);
+        let (work, exit) = (self.b.create_block(), self.b.create_block());
+        // `i + step <= end` as `i <= end - step`: one compare per iteration, no add. Ends
+        // are dims or byte counts, far from i64's bounds.
+        let last = self.b.ins().iadd_imm_s(end, -step);
+        let any = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, start, last);
+        self.b.ins().brif(any, work, &[], exit, &[]);
+        self.b.switch_to_block(work);
+        let i = self.b.use_var(var);
+        body(self, i);
+        let i = self.b.use_var(var);
+        let next = self.b.ins().iadd_imm_s(i, step);
+        self.b.def_var(var, next);
+        let more = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, next, last);
+        self.b.ins().brif(more, work, &[], exit, &[]);
+        self.b.switch_to_block(exit);
+        self.b.use_var(var)
+    }
+}

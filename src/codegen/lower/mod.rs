@@ -1,0 +1,219 @@
+//! The one generic lowering: a [`LoopNest`] becomes a loop nest in CLIF.
+//!
+//! Shape of the generated function (see `crate::abi` for the parameters):
+//! ```text
+//! entry:   load the base pointers; if any dim is 0: return OK
+//!          (dims, strides and the bound are loaded from the parameter block where a loop
+//!          needs them, so that few values stay live across loops and none spill)
+//! level n: do { <level n+1> ; i_n += 1; p_a += stride_a[n] for every access a } while i_n < dim_n
+//! body:    k = load index; k += s & (k >> 63) (signed types); if !(k <u s) goto bad
+//!          dest = combine(dest, source) at p_a (+ k * indexed_stride_a)
+//! bad:     store i_0..i_{depth-1} into the error slots; return BAD_INDEX
+//! ```
+//! A listed pass's outermost loop takes its positions from a row list instead of counting
+//! (`for j in 0..dim_0 { i_0 = list[j]; p_a = base_a + i_0 * stride_a[0]; ... }`), so that
+//! one thread can apply exactly the rows of its destination range (see `crate::engine`).
+//! No calls and no per-element dispatch: every type and combine is fixed at build time.
+//!
+//! [`loops`] emits the loops, [`row`] the contiguous variant's rows, [`vector`] their
+//! vector combines, [`body`] the innermost statement.
+
+mod body;
+mod loops;
+mod row;
+mod vector;
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::isa::TargetFrontendConfig;
+use cranelift_frontend::{FunctionBuilder, Variable};
+use scatterjit_ir::{Coord, KernelKey, LoopNest, Operand};
+
+use crate::abi::{self, ParamLayout, Variant, STATUS_BAD_INDEX, STATUS_OK};
+
+/// What the lowering may emit on the machine it compiles for. Everything else it emits is
+/// target-neutral CLIF: integer and float scalars, loads and stores of the target's pointer
+/// type, and calls to `memcpy`.
+#[derive(Clone, Copy)]
+pub(crate) struct Machine {
+    /// The target's pointer type and calling convention.
+    pub(crate) config: TargetFrontendConfig,
+    /// Whether the target has 16-byte vector registers: without them, whole-row combines and
+    /// the uniform-row test run element by element, and short rows are copied 8 bytes at a
+    /// time.
+    pub(crate) vectors: bool,
+}
+
+/// Call-invariant state of one access, loaded in the entry block.
+struct AccessState {
+    operand: Operand,
+    /// log2 of the element size.
+    shift: i64,
+    /// Whether the access moves along the innermost loop: its coordinates include it and
+    /// the variant does not hold it still.
+    uses_inner: bool,
+    base: Value,
+    /// Slot of the element strides along the domain dims (in loop order).
+    strides_at: usize,
+    /// Slot of the element stride along the indexed dim.
+    indexed_stride_at: Option<usize>,
+    /// Byte stride along the indexed dim, loaded when the innermost loop is entered.
+    indexed_stride: Option<Value>,
+}
+
+struct Lowering<'a, 'b> {
+    b: &'a mut FunctionBuilder<'b>,
+    key: &'a KernelKey,
+    nest: &'a LoopNest,
+    ptr: Type,
+    /// The parameter block.
+    params: Value,
+    layout: ParamLayout,
+    depth: usize,
+    accesses: Vec<AccessState>,
+    /// The index bound and the innermost dim, loaded when the innermost loop is entered.
+    bound: Option<Value>,
+    inner_dim: Option<Value>,
+    counters: Vec<Variable>,
+    bad: Block,
+    variant: Variant,
+    machine: Machine,
+    listed: bool,
+}
+
+/// Emits `nest` as the body of the function `b` builds for `machine`, its innermost loop
+/// compiled as `variant`, its outermost loop walking a row list if `listed`. The function's
+/// signature must be `(ptr, ptr) -> i64`; blocks are sealed and the builder is left ready
+/// to finalize.
+pub(crate) fn build_pass(
+    b: &mut FunctionBuilder,
+    key: &KernelKey,
+    nest: &LoopNest,
+    variant: Variant,
+    machine: Machine,
+    listed: bool,
+) {
+    let ptr = machine.config.pointer_type();
+    let layout = ParamLayout::of(nest);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let operands = b.block_params(entry)[0];
+    let params = b.block_params(entry)[1];
+    // The parameter block and operand array are ours: aligned, valid, never written by others.
+    let meta = MemFlagsData::trusted();
+    let param = |b: &mut FunctionBuilder, slot: usize| {
+        b.ins().load(types::I64, meta, params, (slot * 8) as i32)
+    };
+    let dims: Vec<Value> = (0..layout.depth).map(|n| param(b, n)).collect();
+    let inner = layout.depth.checked_sub(1);
+    let accesses = layout
+        .accesses
+        .iter()
+        .zip(abi::accesses(nest))
+        .enumerate()
+        .map(|(a, (slots, access))| {
+            let shift = abi::element_size(key, slots.operand).trailing_zeros() as i64;
+            let base = b
+                .ins()
+                .load(ptr, meta, operands, (slots.operand as usize * 8) as i32);
+            AccessState {
+                operand: slots.operand,
+                shift,
+                uses_inner: inner.is_some_and(|d| access.coords.contains(&Coord::Loop(d)))
+                    && !variant.still(a),
+                base,
+                strides_at: slots.strides_at,
+                indexed_stride_at: slots.indexed_stride_at,
+                indexed_stride: None,
+            }
+        })
+        .collect();
+
+    let done = b.create_block();
+    let bad = b.create_block();
+    // Out of line: the index check's branch falls through on the hot path.
+    b.set_cold_block(bad);
+    if !dims.is_empty() {
+        let mut empty = b.ins().icmp_imm_s(IntCC::Equal, dims[0], 0);
+        for &d in &dims[1..] {
+            let zero = b.ins().icmp_imm_s(IntCC::Equal, d, 0);
+            empty = b.ins().bor(empty, zero);
+        }
+        let start = b.create_block();
+        b.ins().brif(empty, done, &[], start, &[]);
+        b.switch_to_block(start);
+    }
+
+    let mut lowering = Lowering {
+        b,
+        key,
+        nest,
+        ptr,
+        params,
+        depth: layout.depth,
+        layout: layout.clone(),
+        accesses,
+        bound: None,
+        inner_dim: None,
+        counters: Vec::new(),
+        bad,
+        variant,
+        machine,
+        listed,
+    };
+    let bases: Vec<Value> = lowering.accesses.iter().map(|a| a.base).collect();
+    if layout.depth == 0 {
+        lowering.enter_innermost();
+    }
+    lowering.level(0, &bases);
+    let Lowering { b, counters, .. } = lowering;
+    b.ins().jump(done, &[]);
+
+    b.switch_to_block(bad);
+    for (n, &counter) in counters.iter().enumerate() {
+        let i = b.use_var(counter);
+        b.ins()
+            .store(meta, i, params, ((layout.err_at + n) * 8) as i32);
+    }
+    let status = b.ins().iconst(types::I64, STATUS_BAD_INDEX);
+    b.ins().return_(&[status]);
+
+    b.switch_to_block(done);
+    let status = b.ins().iconst(types::I64, STATUS_OK);
+    b.ins().return_(&[status]);
+    b.seal_all_blocks();
+}
+
+impl Lowering<'_, '_> {
+    /// Loads parameter `slot` (an i64) here.
+    pub(super) fn param(&mut self, slot: usize) -> Value {
+        // Not `readonly`: the load must stay where it is put, not be hoisted to the entry.
+        let flags = MemFlagsData::trusted();
+        self.b
+            .ins()
+            .load(types::I64, flags, self.params, (slot * 8) as i32)
+    }
+
+    /// Every access's byte stride along loop `n`, loaded here.
+    pub(super) fn byte_strides(&mut self, n: usize) -> Vec<Value> {
+        (0..self.accesses.len())
+            .map(|a| {
+                let elems = self.param(self.accesses[a].strides_at + n);
+                self.b.ins().ishl_imm_s(elems, self.accesses[a].shift)
+            })
+            .collect()
+    }
+
+    /// Loads what the innermost statement needs: the index bound and the byte strides
+    /// along indexed dims.
+    pub(super) fn enter_innermost(&mut self) {
+        self.bound = self.layout.bound_at.map(|slot| self.param(slot));
+        for a in 0..self.accesses.len() {
+            self.accesses[a].indexed_stride = self.accesses[a].indexed_stride_at.map(|slot| {
+                let elems = self.param(slot);
+                self.b.ins().ishl_imm_s(elems, self.accesses[a].shift)
+            });
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! The contiguous variant's innermost loop (see `Variant::Contiguous`): a row checked once
+//! for an index that is constant along it, then combined whole (`memcpy`, vector or
+//! scalar), or element by element, unrolled for short bodies.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, InstBuilder, Value};
+use cranelift_frontend::Variable;
+use scatterjit_ir::{Combine, DType, DTypeClass, PassKind, Source};
+
+use super::Lowering;
+use crate::codegen::combine::{data_flags, raw_type};
+
+/// Rows of at least this many bytes are copied with `memcpy`; shorter ones inline.
+const MEMCPY_FROM: i64 = 128;
+
+/// Elements per iteration of the contiguous variant's element loop, for short bodies:
+/// amortizes the loop's counter, compare and branch, and lets independent elements'
+/// loads overlap.
+const UNROLL: i64 = 4;
+
+impl Lowering<'_, '_> {
+    /// The innermost loop of the contiguous variant (see
+    /// [`Variant::Contiguous`](crate::abi::Variant::Contiguous)).
+    pub(super) fn contiguous_inner(&mut self, ptrs: &[Value]) {
+        let counter = self.b.declare_var(types::I64);
+        self.counters.push(counter);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.b.def_var(counter, zero);
+        let index = self
+            .nest
+            .index
+            .as_ref()
+            .map(|index| self.access_of(index.operand));
+        match index {
+            // The index depends only on outer loops (Gather's trailing dims): read and
+            // check it once, then the row is a plain combine.
+            Some(ix) if !self.accesses[ix].uses_inner => {
+                let raw = self.load_index(ptrs[ix]);
+                let k = self.check_index(raw);
+                // A check pass has nothing to do along the row.
+                if self.nest.dest.is_some() {
+                    let bases = self.moved(ptrs, k);
+                    self.row(&bases);
+                }
+            }
+            // The index may be constant along the row (GNN message passing repeats one
+            // destination across the features): if it is, combine whole rows.
+            Some(ix) if self.rows_can_be_uniform() => {
+                let first = self.load_index(ptrs[ix]);
+                let uniform = self.row_is_uniform(ptrs[ix], first);
+                let (whole, each, exit) = (
+                    self.b.create_block(),
+                    self.b.create_block(),
+                    self.b.create_block(),
+                );
+                self.b.ins().brif(uniform, whole, &[], each, &[]);
+                self.b.switch_to_block(whole);
+                let k = self.check_index(first);
+                let bases = self.moved(ptrs, k);
+                self.row(&bases);
+                self.b.ins().jump(exit, &[]);
+                self.b.switch_to_block(each);
+                // The fallback for rows that are not uniform: kept short to compile fast.
+                self.elements(ptrs, counter, 1);
+                self.b.ins().jump(exit, &[]);
+                self.b.switch_to_block(exit);
+            }
+            _ => {
+                let unroll = self.unroll();
+                self.elements(ptrs, counter, unroll);
+            }
+        }
+    }
+
+    /// Whether a row whose indices are all equal can be combined as a whole: the index
+    /// walks the row, and every access moved by the index walks it too.
+    fn rows_can_be_uniform(&self) -> bool {
+        self.nest.dest.is_some()
+            && self
+                .accesses
+                .iter()
+                .all(|a| a.indexed_stride_at.is_none() || a.uses_inner)
+    }
+
+    /// `ptrs` with every indexed access moved to coordinate `k` along its indexed dim.
+    fn moved(&mut self, ptrs: &[Value], k: Value) -> Vec<Value> {
+        (0..ptrs.len())
+            .map(|a| match self.accesses[a].indexed_stride {
+                Some(stride) => {
+                    let offset = self.b.ins().imul(k, stride);
+                    self.b.ins().iadd(ptrs[a], offset)
+                }
+                None => ptrs[a],
+            })
+            .collect()
+    }
+
+    /// The addresses of element `i` of the row starting at `ptrs`.
+    fn at_element(&mut self, ptrs: &[Value], i: Value) -> Vec<Value> {
+        (0..ptrs.len())
+            .map(|a| {
+                if self.accesses[a].uses_inner {
+                    let offset = self.b.ins().ishl_imm_s(i, self.accesses[a].shift);
+                    self.b.ins().iadd(ptrs[a], offset)
+                } else {
+                    ptrs[a]
+                }
+            })
+            .collect()
+    }
+
+    /// The row element by element: the full body (index read and checked) at each `i`,
+    /// `unroll` elements per iteration, then one at a time for the rest.
+    fn elements(&mut self, ptrs: &[Value], counter: Variable, unroll: i64) {
+        let dim = self.inner_dim.expect("set on entering the innermost loop");
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let mut rest = zero;
+        if unroll > 1 {
+            // Only the check pass's counters name the bad index; other passes report
+            // somewhere in the row and the caller asks the check for the first one, so
+            // their counter is set once per iteration.
+            let exact = self.nest.pass == PassKind::Check;
+            rest = self.for_range(zero, dim, unroll, |s, i| {
+                s.b.def_var(counter, i);
+                let at = s.at_element(ptrs, i);
+                for u in 0..unroll {
+                    if exact && u > 0 {
+                        let iu = s.b.ins().iadd_imm_s(i, u);
+                        s.b.def_var(counter, iu);
+                    }
+                    // Constant offsets fold into the loads' and stores' addressing.
+                    let at_u: Vec<Value> = (0..at.len())
+                        .map(|a| match s.accesses[a].uses_inner {
+                            true if u > 0 => s.b.ins().iadd_imm_s(at[a], u << s.accesses[a].shift),
+                            _ => at[a],
+                        })
+                        .collect();
+                    s.body(&at_u);
+                }
+            });
+        }
+        self.for_range(rest, dim, 1, |s, i| {
+            s.b.def_var(counter, i);
+            let at = s.at_element(ptrs, i);
+            s.body(&at);
+        });
+    }
+
+    /// Elements per iteration of [`Self::elements`]: [`UNROLL`] when the body is a few
+    /// instructions (a move, or an integer, bool, f32 or f64 reduction), else 1, which keeps
+    /// long bodies (f16/bf16 arithmetic, complex, mean) from growing compile time.
+    fn unroll(&self) -> i64 {
+        let dtype = self.key.dtype();
+        let short = match self.nest.combine {
+            Combine::Assign => true,
+            Combine::Reduce(_) => match dtype.class() {
+                DTypeClass::Float => matches!(dtype.size(), 4 | 8),
+                DTypeClass::SignedInt | DTypeClass::UnsignedInt | DTypeClass::Bool => true,
+                DTypeClass::Complex | DTypeClass::String => false,
+            },
+            // A widening move, unless the element is f16/bf16.
+            Combine::Start(_) => !matches!(dtype, DType::F16 | DType::BF16),
+            // A divide and a branch.
+            Combine::Accumulate(_) | Combine::Finish { .. } => false,
+        };
+        if short {
+            UNROLL
+        } else {
+            1
+        }
+    }
+
+    /// Whether every index of the row at `at` equals `first` (raw bits): 16 bytes at a
+    /// time where the machine has vectors, then element by element. Returns an I8 truth
+    /// value.
+    fn row_is_uniform(&mut self, at: Value, first: Value) -> Value {
+        let dim = self.inner_dim.expect("set on entering the innermost loop");
+        let size = self.key.index_dtype().size() as i64;
+        let raw = raw_type(size as usize);
+        let vectors = self.machine.vectors.then(|| {
+            let lanes = 16 / size;
+            let vector = raw.by(lanes as u32).expect("16-byte vectors exist");
+            let pattern = self.b.ins().splat(vector, first);
+            let zero_v = self.b.ins().bxor(pattern, pattern);
+            let diff_v = self.b.declare_var(vector);
+            self.b.def_var(diff_v, zero_v);
+            (lanes, vector, pattern, diff_v)
+        });
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let shift = size.trailing_zeros() as i64;
+        let end = match vectors {
+            Some((lanes, vector, pattern, diff_v)) => self.for_range(zero, dim, lanes, |s, i| {
+                let offset = s.b.ins().ishl_imm_s(i, shift);
+                let p = s.b.ins().iadd(at, offset);
+                let v = s.b.ins().load(vector, data_flags(), p, 0);
+                let x = s.b.ins().bxor(v, pattern);
+                let d = s.b.use_var(diff_v);
+                let d = s.b.ins().bor(d, x);
+                s.b.def_var(diff_v, d);
+            }),
+            None => zero,
+        };
+        let zero_s = self.b.ins().iconst(raw, 0);
+        let diff = self.b.declare_var(raw);
+        self.b.def_var(diff, zero_s);
+        self.for_range(end, dim, 1, |s, i| {
+            let offset = s.b.ins().ishl_imm_s(i, shift);
+            let p = s.b.ins().iadd(at, offset);
+            let v = s.b.ins().load(raw, data_flags(), p, 0);
+            let x = s.b.ins().bxor(v, first);
+            let d = s.b.use_var(diff);
+            let d = s.b.ins().bor(d, x);
+            s.b.def_var(diff, d);
+        });
+        let any_v = vectors.map(|(_, _, _, diff_v)| {
+            let d_v = self.b.use_var(diff_v);
+            self.b.ins().vany_true(d_v)
+        });
+        let d = self.b.use_var(diff);
+        let any_s = self.b.ins().icmp_imm_s(IntCC::NotEqual, d, 0);
+        let any = match any_v {
+            Some(any_v) => self.b.ins().bor(any_v, any_s),
+            None => any_s,
+        };
+        self.b.ins().icmp_imm_s(IntCC::Equal, any, 0)
+    }
+
+    /// A whole row at `bases` (indexed accesses already moved): `memcpy` or 16-byte moves
+    /// for copies, 16-byte vector combines where the reduction has them, then element by
+    /// element for the rest.
+    fn row(&mut self, bases: &[Value]) {
+        let dim = self.inner_dim.expect("set on entering the innermost loop");
+        let dtype = self.key.dtype();
+        let shift = dtype.size().trailing_zeros() as i64;
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let dest = self.nest.dest.as_ref().map(|d| self.access_of(d.operand));
+        let source = match &self.nest.source {
+            Some(Source::Read(src)) => Some(self.access_of(src.operand)),
+            _ => None,
+        };
+        let walks = |s: &Self, a: Option<usize>| a.is_some_and(|a| s.accesses[a].uses_inner);
+        if let (Combine::Assign, Some(d), Some(src)) = (self.nest.combine, dest, source) {
+            if walks(self, dest) && walks(self, source) {
+                let bytes = self.b.ins().ishl_imm_s(dim, shift);
+                self.copy_row(bases[d], bases[src], bytes);
+                return;
+            }
+        }
+        let mut start = zero;
+        if let Some(lanes) = self.vector_lanes() {
+            if walks(self, dest) {
+                // A still (broadcast) source is one value for the whole row: load it once.
+                let splat = match source {
+                    Some(src) if !walks(self, Some(src)) => Some(self.splat_source(bases[src])),
+                    _ => None,
+                };
+                start = self.for_range(zero, dim, lanes, |s, i| {
+                    let at = s.at_element(bases, i);
+                    s.combine_vector(&at, splat);
+                });
+            }
+        }
+        self.for_range(start, dim, 1, |s, i| {
+            let at = s.at_element(bases, i);
+            s.combine(&at, None);
+        });
+    }
+
+    /// Copies `bytes` bytes from `src` to `dest` (distinct tensors): `memcpy` for long
+    /// rows, inline 16-byte moves (8-byte ones on a machine without vectors) and a byte
+    /// tail for short ones.
+    fn copy_row(&mut self, dest: Value, src: Value, bytes: Value) {
+        let (long, short, exit) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let is_long = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, bytes, MEMCPY_FROM);
+        self.b.ins().brif(is_long, long, &[], short, &[]);
+        self.b.switch_to_block(long);
+        self.b.call_memcpy(self.machine.config, dest, src, bytes);
+        self.b.ins().jump(exit, &[]);
+        self.b.switch_to_block(short);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let chunk = if self.machine.vectors {
+            types::I8X16
+        } else {
+            types::I64
+        };
+        let end = self.for_range(zero, bytes, i64::from(chunk.bytes()), |s, i| {
+            let from = s.b.ins().iadd(src, i);
+            let to = s.b.ins().iadd(dest, i);
+            let v = s.b.ins().load(chunk, data_flags(), from, 0);
+            s.b.ins().store(data_flags(), v, to, 0);
+        });
+        self.for_range(end, bytes, 1, |s, i| {
+            let from = s.b.ins().iadd(src, i);
+            let to = s.b.ins().iadd(dest, i);
+            let v = s.b.ins().load(types::I8, data_flags(), from, 0);
+            s.b.ins().store(data_flags(), v, to, 0);
+        });
+        self.b.ins().jump(exit, &[]);
+        self.b.switch_to_block(exit);
+    }
+}

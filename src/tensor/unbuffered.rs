@@ -1,0 +1,84 @@
+//! A view's geometry checked before its buffer exists (prepared calls).
+
+use std::ops::Range;
+
+use scatterjit_ir::{DType, Result, TensorRole};
+
+use super::layout::Layout;
+use super::raw::{Address, RawOperand};
+use super::view::{TensorView, TensorViewMut};
+
+/// The geometry of a view checked before its buffer exists, as [`TensorView::new`] (or
+/// [`TensorViewMut::new`], when `writable`) checks it, with the fewest bytes its buffer
+/// must have: all a call then checks of a buffer is its length.
+#[derive(Clone, Debug)]
+pub(crate) struct Unbuffered {
+    layout: Layout,
+    /// A buffer of at least this many bytes holds every position.
+    pub(crate) needed: usize,
+}
+
+impl Unbuffered {
+    pub(crate) fn new(
+        dtype: DType,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+        writable: bool,
+    ) -> Result<Unbuffered> {
+        // The roles the views name in their errors; no buffer is larger than isize::MAX.
+        let tensor = if writable {
+            TensorRole::Output
+        } else {
+            TensorRole::Data
+        };
+        let any = isize::MAX as usize;
+        let mut layout = Layout::new(tensor, dtype, shape, strides, offset, any)?;
+        if writable {
+            layout = layout.writable()?;
+        }
+        let needed = layout.needed();
+        Ok(Unbuffered { layout, needed })
+    }
+
+    pub(crate) fn shape(&self) -> &[usize] {
+        &self.layout.shape
+    }
+
+    /// Byte offset of position 0 from the buffer's start.
+    pub(crate) fn start(&self) -> usize {
+        self.layout.offset * self.layout.dtype.size()
+    }
+
+    /// The byte range of the elements when they are row-major (see [`Layout`]).
+    pub(crate) fn dense_range(&self) -> Option<Range<usize>> {
+        self.layout.dense_range()
+    }
+
+    /// The byte range of the distinct elements when they are row-major once broadcast
+    /// dims are dropped (see [`TensorView::compacted`]).
+    pub(crate) fn compacted_dense_range(&self) -> Option<Range<usize>> {
+        self.layout.compacted().0.dense_range()
+    }
+
+    /// Shape and strides for binding; the address is a placeholder that no call uses.
+    pub(crate) fn raw(&self) -> RawOperand<'_> {
+        RawOperand {
+            address: Address::Read(std::ptr::null()),
+            shape: &self.layout.shape,
+            strides: &self.layout.strides,
+        }
+    }
+
+    /// The view of `bytes` with this geometry (an error if `bytes` is too short).
+    pub(crate) fn view<'a>(&self, bytes: &'a [u8]) -> Result<TensorView<'a>> {
+        let l = &self.layout;
+        TensorView::new(l.dtype, &l.shape, &l.strides, l.offset, bytes)
+    }
+
+    /// The writable view of `bytes` with this geometry.
+    pub(crate) fn view_mut<'a>(&self, bytes: &'a mut [u8]) -> Result<TensorViewMut<'a>> {
+        let l = &self.layout;
+        TensorViewMut::new(l.dtype, &l.shape, &l.strides, l.offset, bytes)
+    }
+}
