@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use scatterjit::ir::{interp, DType, Op, OpKind, Reduction, Tensor};
 use scatterjit::{Error, KernelCache, TensorView, TensorViewMut};
 use scatterjit_testkit::fuzzing::{agree, pools, Strided};
+use scatterjit_testkit::values::{self, Sample};
 
 /// How an input is laid out in memory.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -128,28 +129,15 @@ fn random_element(dtype: DType, rng: &mut Rng, out: &mut [u8]) {
             _ => (rng.below(21) as f64) - 10.0,
         }
     };
-    match dtype {
-        DType::F16 => out.copy_from_slice(&half::f16::from_f64(pick_float(rng)).to_le_bytes()),
-        DType::BF16 => out.copy_from_slice(&half::bf16::from_f64(pick_float(rng)).to_le_bytes()),
-        DType::F32 => out.copy_from_slice(&(pick_float(rng) as f32).to_le_bytes()),
-        DType::F64 => out.copy_from_slice(&pick_float(rng).to_le_bytes()),
-        DType::Complex64 => {
-            out[..4].copy_from_slice(&(pick_float(rng) as f32).to_le_bytes());
-            out[4..].copy_from_slice(&(pick_float(rng) as f32).to_le_bytes());
-        }
-        DType::Complex128 => {
-            out[..8].copy_from_slice(&pick_float(rng).to_le_bytes());
-            out[8..].copy_from_slice(&pick_float(rng).to_le_bytes());
-        }
-        DType::Bool => out[0] = (rng.next() & 1) as u8,
-        _ => {
-            let v = match rng.below(4) {
-                0 => rng.next(),                   // anything, extremes included
-                _ => rng.below(7).wrapping_sub(3), // small, around zero
-            };
-            out.copy_from_slice(&v.to_le_bytes()[..out.len()]);
-        }
-    }
+    let sample = Sample {
+        re: pick_float(rng),
+        im: pick_float(rng),
+        bits: match rng.below(4) {
+            0 => rng.next(),                   // anything, extremes included
+            _ => rng.below(7).wrapping_sub(3), // small, around zero
+        },
+    };
+    values::write(dtype, sample, out);
 }
 
 /// Pieces of random strings: empty, ASCII, Latin-1, CJK, an emoji, a combining accent.

@@ -6,8 +6,7 @@
 
 use scatterjit::ir::{interp, Error as IrError};
 use scatterjit::{DType, KernelKey, OpKind, Reduction, Tensor};
-
-use crate::c_harness::op_of;
+use scatterjit_testkit::values::{self, Sample};
 
 /// The keys of the matrix: ScatterElements along either axis with every reduction that
 /// applies (with and without the initial values; mean with its workspace), GatherElements
@@ -157,25 +156,12 @@ fn values(dtype: DType, shape: &[usize], rng: &mut Rng) -> Tensor {
         0 => -0.0,
         k => (k as f64 - 6.0) * 0.5,
     };
-    let mut bytes = Vec::with_capacity(n * dtype.size());
-    for _ in 0..n {
-        match dtype {
-            DType::F16 => bytes.extend(half::f16::from_f64(float(rng)).to_le_bytes()),
-            DType::BF16 => bytes.extend(half::bf16::from_f64(float(rng)).to_le_bytes()),
-            DType::F32 => bytes.extend((float(rng) as f32).to_le_bytes()),
-            DType::F64 => bytes.extend(float(rng).to_le_bytes()),
-            DType::Complex64 => {
-                bytes.extend((float(rng) as f32).to_le_bytes());
-                bytes.extend((float(rng) as f32).to_le_bytes());
-            }
-            DType::Complex128 => {
-                bytes.extend(float(rng).to_le_bytes());
-                bytes.extend(float(rng).to_le_bytes());
-            }
-            DType::Bool => bytes.push(rng.below(2) as u8),
-            other => bytes.extend(&rng.next().to_le_bytes()[..other.size()]),
-        }
-    }
+    let samples = (0..n).map(|_| Sample {
+        re: float(rng),
+        im: float(rng),
+        bits: rng.next(),
+    });
+    let bytes = values::bytes(dtype, samples);
     Tensor::from_bytes(dtype, shape.to_vec(), bytes).expect("values of the shape")
 }
 
@@ -414,7 +400,7 @@ pub fn check(keys: &[KernelKey], cases: &[Case], output: &str, machine: &str) {
             .map(|i| u8::from_str_radix(&out[2 * i..2 * i + 2], 16).expect("hex"))
             .collect();
         let expected = interp::run(
-            &op_of(key),
+            &key.op(),
             &case.data.tensor,
             &case.indices.tensor,
             case.updates.as_ref().map(|u| &u.tensor),
