@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -77,7 +77,7 @@ type Slots = HashMap<KernelKey, Arc<Slot>, BuildHasherDefault<KeyHasher>>;
 /// ```
 pub struct KernelCache {
     slots: RwLock<Slots>,
-    capacity: usize,
+    capacity: AtomicUsize,
     /// Ticks of the LRU clock; every lookup advances it.
     lookups: AtomicU64,
     misses: AtomicU64,
@@ -121,7 +121,7 @@ impl KernelCache {
     pub fn with_capacity(capacity: usize) -> Self {
         KernelCache {
             slots: RwLock::default(),
-            capacity: capacity.max(1),
+            capacity: AtomicUsize::new(capacity.max(1)),
             lookups: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -137,7 +137,14 @@ impl KernelCache {
 
     /// The most kernels this cache holds at once.
     pub fn capacity(&self) -> usize {
-        self.capacity
+        self.capacity.load(Ordering::Relaxed)
+    }
+
+    /// Holds at most `capacity` kernels (at least one) from now on, for a process that
+    /// learns its number of distinct keys late, such as [`Self::global`]'s user. Shrinking
+    /// takes effect as new keys arrive: each evicts until the cache fits again.
+    pub fn set_capacity(&self, capacity: usize) {
+        self.capacity.store(capacity.max(1), Ordering::Relaxed);
     }
 
     /// The kernel for `key`, compiling it on first use. Concurrent first requests for one
@@ -177,7 +184,7 @@ impl KernelCache {
         if let Some(slot) = slots.get(key) {
             return slot.clone(); // another thread inserted it meanwhile
         }
-        if slots.len() >= self.capacity {
+        while slots.len() >= self.capacity() {
             // A slot still compiling has waiters that hold it; evicting it is safe too, but
             // a compiled one is the better victim, so prefer those.
             let victim = slots
@@ -189,10 +196,9 @@ impl KernelCache {
                     )
                 })
                 .map(|(k, _)| *k);
-            if let Some(victim) = victim {
-                slots.remove(&victim);
-                self.evictions.fetch_add(1, Ordering::Relaxed);
-            }
+            let Some(victim) = victim else { break };
+            slots.remove(&victim);
+            self.evictions.fetch_add(1, Ordering::Relaxed);
         }
         let slot = Arc::new(Slot {
             kernel: OnceOk::default(),
@@ -236,7 +242,7 @@ fn compile(key: &KernelKey) -> Result<Kernel> {
 impl std::fmt::Debug for KernelCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KernelCache")
-            .field("capacity", &self.capacity)
+            .field("capacity", &self.capacity())
             .field("stats", &self.stats())
             .finish()
     }
@@ -291,5 +297,26 @@ mod tests {
         cache.get(&b).unwrap(); // compiles again, evicting c
         assert_eq!(cache.stats().misses, 4);
         assert_eq!(KernelCache::with_capacity(0).capacity(), 1);
+    }
+
+    #[test]
+    fn a_new_capacity_holds_more_or_evicts_down_to_it() {
+        let cache = KernelCache::with_capacity(1);
+        let (a, b, c) = (key(DType::I32), key(DType::F32), key(DType::U8));
+        cache.get(&a).unwrap();
+        cache.set_capacity(3);
+        cache.get(&b).unwrap();
+        cache.get(&c).unwrap();
+        assert_eq!((cache.stats().kernels, cache.stats().evictions), (3, 0));
+        cache.set_capacity(1);
+        assert_eq!(
+            cache.stats().kernels,
+            3,
+            "nothing is evicted until a new key arrives"
+        );
+        cache.get(&key(DType::F64)).unwrap();
+        assert_eq!((cache.stats().kernels, cache.stats().evictions), (1, 3));
+        cache.set_capacity(0);
+        assert_eq!(cache.capacity(), 1);
     }
 }

@@ -22,6 +22,14 @@ use crate::KernelCache;
 /// An opaque kernel cache (`sj_cache` in C).
 pub struct SjCache(KernelCache);
 
+impl SjCache {
+    /// The kernel cache behind the handle, for Rust code that shares it with C (to size it,
+    /// or read its counters).
+    pub fn kernels(&self) -> &KernelCache {
+        &self.0
+    }
+}
+
 /// An opaque handle to a compiled kernel (`sj_kernel` in C); it keeps the code alive.
 pub struct SjKernel(Arc<Kernel>);
 

@@ -24,7 +24,10 @@ use scatterjit::{Error, KernelCache, TensorView, TensorViewMut};
 use std::ffi::{c_char, CStr, CString};
 use std::sync::OnceLock;
 
-use crate::fuzzing::{any_dim, any_stride, check_message, element, index_element, pools, Choices};
+use crate::fuzzing::{
+    any_dim, any_stride, check_message, element, hold_every_key, index_element, pools, Choices,
+    KEYS_HELD,
+};
 
 /// The most bytes one descriptor may reach.
 pub const MAX_REACH: usize = 1 << 14;
@@ -48,7 +51,16 @@ fn c_cache() -> *mut SjCache {
     // SAFETY: as above.
     unsafe impl Sync for Cache {}
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    CACHE.get_or_init(|| Cache(sj_cache_new())).0
+    CACHE
+        .get_or_init(|| {
+            let cache = sj_cache_new();
+            // SAFETY: a live cache from sj_cache_new (NULL only if allocation failed).
+            if let Some(c) = unsafe { cache.as_ref() } {
+                c.kernels().set_capacity(KEYS_HELD);
+            }
+            Cache(cache)
+        })
+        .0
 }
 
 /// `sj_last_error()` as a string.
@@ -417,6 +429,7 @@ impl Call {
 /// one lowercase line naming the function, and a bad index's position is in
 /// `args.bad_index`; on success out holds exactly what the Rust API writes.
 pub fn capi(input: &[u8]) {
+    hold_every_key();
     let mut choices = Choices::new(input);
     let c = &mut choices;
     let text = key_text(c);
