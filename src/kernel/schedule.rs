@@ -206,12 +206,17 @@ impl Kernel {
         let shape = indices.shape();
         let axis = key.axis();
         let work = checked_numel(shape).ok()?;
+        if key.kind() != OpKind::ScatterElements || threads < 2 || work < 2 * grain {
+            return None;
+        }
+        // No dim is 0 now, so every product of dims is at most `work` (an empty index may
+        // have dims whose product overflows).
         let outer: usize = shape[..axis].iter().product();
-        let slice_bytes = shape[axis + 1..].iter().product::<usize>() * key.dtype().size();
-        let wanted = key.kind() == OpKind::ScatterElements
-            && threads >= 2
-            && work >= 2 * grain
-            && outer < 4 * threads
+        let slice_bytes = shape[axis + 1..]
+            .iter()
+            .product::<usize>()
+            .checked_mul(key.dtype().size())?;
+        let wanted = outer < 4 * threads
             && shape[axis] >= 2 * threads
             && (CACHE_LINE..WIDE_SLICE).contains(&slice_bytes);
         if !wanted {
@@ -420,5 +425,21 @@ mod tests {
         // Float sums must stay in order; a big output costs more to fold than it saves.
         assert_eq!(decide(DType::F32, &[1, 1000], &[1, 4 * grain]), None);
         assert_eq!(decide(DType::I64, &[1, grain], &[1, 2 * grain]), None);
+    }
+
+    #[test]
+    fn empty_indices_with_huge_dims_take_no_buckets() {
+        // The dims before the axis multiply past usize::MAX; the 0 makes them empty.
+        let huge = 1usize << 33;
+        let shape = [huge, huge, 0];
+        let key = KernelKey::scatter_elements(DType::F32, DType::I64, 3, 2, Reduction::Add, true)
+            .unwrap();
+        let kernel = Kernel::compile(key).unwrap();
+        let indices = crate::TensorView::new(DType::I64, &shape, &[0, 0, 0], 0, &[]).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        assert!(pool.install(|| kernel.buckets(&shape, &indices)).is_none());
     }
 }
