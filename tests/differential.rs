@@ -714,6 +714,81 @@ fn engine_case_of(
         )
 }
 
+/// Scatter `mean` whose update rows (the last dim, off the axis) each land whole on one
+/// destination row, so that it can keep one count per row: an index constant along the
+/// last dim (expanded, row-broadcast, or materialized and uniform per slice) spanning
+/// data's last dim; rows short, or wide enough (thousands of elements) that a parallel
+/// pass would split them; updates in any layout, bad indices now and then.
+fn row_mean_case() -> impl Strategy<Value = Case> {
+    (
+        prop::sample::select(MEAN),
+        prop::sample::select(INDEX),
+        2usize..=3,
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_flat_map(|(dtype, index_dtype, rank, init, seed)| {
+            (
+                Just((dtype, index_dtype, init, seed)),
+                prop::collection::vec(prop_oneof![1 => Just(0usize), 8 => 1usize..=3], rank),
+                0..rank - 1,
+                1usize..=6,
+                1usize..=8,
+                prop_oneof![3 => 1usize..=5, 1 => 1000usize..=2100],
+                prop_oneof![
+                    2 => Just(Layout::Expanded),
+                    2 => Just(Layout::RowBroadcast),
+                    1 => Just(Layout::Contiguous),
+                ],
+                prop_oneof![
+                    3 => Just(Layout::Contiguous),
+                    1 => Just(Layout::Padded),
+                    1 => Just(Layout::Reversed),
+                    1 => Just(Layout::ColumnMajor),
+                    1 => Just(Layout::Broadcast),
+                    1 => Just(Layout::RowBroadcast),
+                ],
+                layout(),
+                bad_index(),
+            )
+        })
+        .prop_map(
+            |(
+                (dtype, index_dtype, use_init_val, seed),
+                dims,
+                axis,
+                size,
+                slices,
+                row,
+                il,
+                ul,
+                dl,
+                bad,
+            )| {
+                let mut data_shape = dims.clone();
+                data_shape[axis] = size;
+                *data_shape.last_mut().expect("rank 2 or more") = row;
+                let mut index_shape = data_shape.clone();
+                index_shape[axis] = slices;
+                Case {
+                    kind: OpKind::ScatterElements,
+                    dtype,
+                    index_dtype,
+                    update_extra: vec![0; index_shape.len()],
+                    data_shape,
+                    index_shape,
+                    axis: axis as i64,
+                    reduction: Reduction::Mean,
+                    use_init_val,
+                    layouts: [dl, il, ul],
+                    bad,
+                    uniform_slices: seed % 2 == 0,
+                    seed,
+                }
+            },
+        )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
 
@@ -739,6 +814,14 @@ proptest! {
     /// `use_init_val`s meet every layout often.
     #[test]
     fn mean_agrees_with_interpreter(case in mean_case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
+    /// One count per destination row (see [`row_mean_case`]).
+    #[test]
+    fn mean_of_whole_rows_agrees_with_interpreter(case in row_mean_case()) {
         if let Err(message) = check(&case) {
             prop_assert!(false, "{}", message);
         }

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 use scatterjit_ir::{unravel, Operand, PassKind};
 
 use super::bind::Operands;
+use super::mean::Counts;
 use super::report::Stop;
 use super::Kernel;
 use crate::check;
@@ -53,12 +54,22 @@ impl Kernel {
             .map(|_| indices.broadcast_off(key.axis()));
         let read_indices = uniform.as_ref().unwrap_or(indices);
         let mut partial_outputs = Vec::new();
+        let counts = match updates {
+            Some(updates) if self.plan.mean_accumulator().is_some() => {
+                let ops = Operands::default()
+                    .with(Operand::Indices, read_indices.raw())
+                    .with(Operand::Updates, updates.raw())
+                    .with(Operand::Out, out.raw());
+                self.counts(&ops, buckets.is_some())
+            }
+            _ => Counts::PerElement,
+        };
         let mut scratch = None;
         for nest in &self.plan.passes {
             let pass = nest.pass;
             if pass != PassKind::Check && scratch.is_none() {
                 // Before the first write, so that running out of memory leaves `out` as it was.
-                scratch = self.scratch(out.shape())?;
+                scratch = self.scratch(out.shape(), counts)?;
             }
             match pass {
                 PassKind::Check if check => self.check_indices(&data_shape, indices)?,

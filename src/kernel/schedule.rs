@@ -67,7 +67,8 @@ const CHUNKS_PER_THREAD: usize = 4;
 ///
 /// Only loops whose chunks own disjoint destination elements may be split: any loop of a
 /// pass without an indexed destination (copy, check, the gathers) and, for scatter passes,
-/// any loop but the axis. Each chunk runs the same loop nest on a sub-range in the same
+/// any loop but the axis; and no loop along which a pass's written counts stay put (`mean`'s
+/// per-row counts). Each chunk runs the same loop nest on a sub-range in the same
 /// order, so every destination element sees the same updates in the same order as on one
 /// thread, and results are bit-identical.
 fn split(
@@ -89,7 +90,17 @@ fn split(
         .dest
         .as_ref()
         .is_some_and(|dest| dest.indexed_dim().is_some());
-    let splittable = |n: usize| !(indexed_dest && order[n] == key.axis()) && dims[n] >= 2;
+    // Per-row counts (stride 0 along a loop) are shared by every chunk of that loop.
+    let writes_count = matches!(nest.combine, Combine::Start(_) | Combine::Accumulate(_));
+    let count_still = |n: usize| {
+        writes_count
+            && layout
+                .accesses
+                .iter()
+                .any(|a| a.operand == Operand::Count && params[a.strides_at + n] == 0)
+    };
+    let axis_of_indexed = |n: usize| indexed_dest && order[n] == key.axis();
+    let splittable = |n: usize| !axis_of_indexed(n) && !count_still(n) && dims[n] >= 2;
     let level = (0..depth).find(|&n| splittable(n))?;
     let steps = steps(key, layout, params, level);
     let max_chunks = (work / grain) as usize;

@@ -113,10 +113,10 @@ impl Lowering<'_, '_> {
                     .load(combine::acc_type(acc), data_flags(), dest_ptr, 0);
                 let sum = combine::accumulate(self.b, acc, sum, wide);
                 self.b.ins().store(data_flags(), sum, dest_ptr, 0);
-                let count_ptr = self.address(ptrs, Operand::Count, k);
-                let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
-                let count = self.b.ins().iadd_imm_s(count, 1);
-                self.b.ins().store(data_flags(), count, count_ptr, 0);
+                if self.count_per_row().is_none() {
+                    let count_ptr = self.address(ptrs, Operand::Count, k);
+                    self.bump_count(count_ptr);
+                }
             }
             (Combine::Start(acc), Some(source)) => {
                 let sum = match source {
@@ -156,6 +156,25 @@ impl Lowering<'_, '_> {
             }
             (combine, source) => unreachable!("no lowering for {combine:?} of {source:?}"),
         }
+    }
+
+    /// The position of `mean`'s count among the accesses when the apply nest keeps one
+    /// count per destination row: the count stays put along the innermost loop, and
+    /// [`Self::row`] bumps it once per row instead of once per element. The runtime binds
+    /// such counts only where the index stays put too (one index per row), so every row
+    /// is combined whole into one destination row.
+    pub(super) fn count_per_row(&self) -> Option<usize> {
+        let count = self.nest.count.as_ref()?;
+        let a = self.access_of(count.operand);
+        let accumulates = matches!(self.nest.combine, Combine::Accumulate(_));
+        (accumulates && self.variant.still(a)).then_some(a)
+    }
+
+    /// `count += 1` for the i64 count at `at`.
+    pub(super) fn bump_count(&mut self, at: Value) {
+        let count = self.b.ins().load(types::I64, data_flags(), at, 0);
+        let count = self.b.ins().iadd_imm_s(count, 1);
+        self.b.ins().store(data_flags(), count, at, 0);
     }
 
     /// An integer constant holding `bytes` (little-endian) in the raw type of their size.

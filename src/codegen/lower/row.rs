@@ -227,7 +227,7 @@ impl Lowering<'_, '_> {
 
     /// A whole row at `bases` (indexed accesses already moved): `memcpy` or 16-byte moves
     /// for copies, 16-byte vector combines where the reduction has them, then element by
-    /// element for the rest.
+    /// element for the rest; a per-row count (see [`Self::count_per_row`]) is bumped once.
     fn row(&mut self, bases: &[Value]) {
         let dim = self.inner_dim.expect("set on entering the innermost loop");
         let dtype = self.key.dtype();
@@ -239,6 +239,10 @@ impl Lowering<'_, '_> {
             _ => None,
         };
         let walks = |s: &Self, a: Option<usize>| a.is_some_and(|a| s.accesses[a].uses_inner);
+        if let Some(count) = self.count_per_row() {
+            // Rows are never empty: a pass with an empty dim returns before its loops.
+            self.bump_count(bases[count]);
+        }
         if let (Combine::Assign, Some(d), Some(src)) = (self.nest.combine, dest, source) {
             if walks(self, dest) && walks(self, source) {
                 let bytes = self.b.ins().ishl_imm_s(dim, shift);
