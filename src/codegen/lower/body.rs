@@ -128,9 +128,11 @@ impl Lowering<'_, '_> {
                     Source::Identity(_) => self.constant(&acc.identity_bytes()),
                 };
                 self.b.ins().store(data_flags(), sum, dest_ptr, 0);
-                let count_ptr = self.address(ptrs, Operand::Count, k);
-                let zero = self.b.ins().iconst(types::I64, 0);
-                self.b.ins().store(data_flags(), zero, count_ptr, 0);
+                if self.count_per_row().is_none() {
+                    let count_ptr = self.address(ptrs, Operand::Count, k);
+                    let zero = self.b.ins().iconst(types::I64, 0);
+                    self.b.ins().store(data_flags(), zero, count_ptr, 0);
+                }
             }
             (Combine::Finish { acc, with_init }, Some(Source::Read(src))) => {
                 let count_ptr = self.address(ptrs, Operand::Count, k);
@@ -158,16 +160,15 @@ impl Lowering<'_, '_> {
         }
     }
 
-    /// The position of `mean`'s count among the accesses when the apply nest keeps one
-    /// count per destination row: the count stays put along the innermost loop, and
-    /// [`Self::row`] bumps it once per row instead of once per element. The runtime binds
-    /// such counts only where the index stays put too (one index per row), so every row
-    /// is combined whole into one destination row.
+    /// The position of `mean`'s count among the accesses when the nest keeps one count per
+    /// row: the count stays put along the innermost loop, and the row is counted, started
+    /// or finished once (see `Self::row` and `Self::mean_row`) instead of per element.
+    /// The runtime binds such counts only where the apply nest's index stays put too (one
+    /// index per row), so every update row is combined whole into one destination row.
     pub(super) fn count_per_row(&self) -> Option<usize> {
         let count = self.nest.count.as_ref()?;
         let a = self.access_of(count.operand);
-        let accumulates = matches!(self.nest.combine, Combine::Accumulate(_));
-        (accumulates && self.variant.still(a)).then_some(a)
+        self.variant.still(a).then_some(a)
     }
 
     /// `count += 1` for the i64 count at `at`.
