@@ -30,7 +30,7 @@ use crate::once::OnceOk;
 use crate::tensor::{self, TensorView, TensorViewMut};
 
 pub use prepared::{Geometry, Prepared};
-pub use schedule::set_parallel_grain;
+pub use schedule::{set_engine_threads, set_parallel_grain};
 
 /// A compiled kernel: native code for every pass of one [`KernelKey`]. Its code stays
 /// mapped as long as any handle (`Arc<Kernel>`) to it lives.

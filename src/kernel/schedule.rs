@@ -33,6 +33,17 @@ pub(super) fn parallel_grain() -> i64 {
     PARALLEL_GRAIN.load(Ordering::Relaxed)
 }
 
+/// The fewest threads the engine spreads buckets over (default 4); below, a scatter it
+/// takes runs its slices in one bucket, in order, on one thread.
+static ENGINE_THREADS: AtomicI64 = AtomicI64::new(4);
+
+/// Sets the fewest threads the parallel engine spreads its buckets over (default 4).
+/// Results do not depend on it; tests lower it so that small pools exercise the engine.
+#[doc(hidden)]
+pub fn set_engine_threads(threads: usize) {
+    ENGINE_THREADS.store(threads.clamp(2, 1 << 20) as i64, Ordering::Relaxed);
+}
+
 /// How a pass is cut into chunks that run in parallel: loop `level` (in the bound loop
 /// order) is split into `chunks` contiguous ranges.
 pub(super) struct Split {
@@ -197,6 +208,15 @@ impl Kernel {
     ///
     /// Narrower slices (a histogram's single elements) stay off the engine: each bucket
     /// would walk every cache line of indices and updates to use a few bytes of each.
+    ///
+    /// A bucket reads its slices' updates with gaps, which defeats the hardware's
+    /// prefetch: per slice, a bucket took about 3x the time of one thread streaming every
+    /// slice in order (2-vCPU machine, 2026-11-24: expanded GNN add 14.6 ms on one thread,
+    /// 21.4 on two threads' buckets; max 20.5 and 31.0). So the engine spreads buckets over
+    /// the pool only from [`set_engine_threads`] threads (4, the first count above that
+    /// ratio); with fewer, all slices go into one bucket, in order, run on one thread. That
+    /// still pays: the sort's one read of each index checks it, and an index found
+    /// uniform by value is then read once per slice, not once per element.
     pub(super) fn buckets(
         &self,
         data_shape: &[usize],
@@ -220,7 +240,6 @@ impl Kernel {
         let outer: usize = shape[..axis].iter().product();
         let slice_bytes = shape[axis + 1..].iter().product::<usize>() * key.dtype().size();
         let wanted = key.kind() == OpKind::ScatterElements
-            && threads >= 2
             && work >= 2 * grain
             && outer < 4 * threads
             && shape[axis] >= 2 * threads
@@ -228,12 +247,13 @@ impl Kernel {
         if !wanted {
             return None;
         }
-        engine::sort(
-            indices,
-            axis,
-            data_shape[axis],
-            BUCKETS_PER_THREAD * threads,
-        )
+        let spread = threads as i64 >= ENGINE_THREADS.load(Ordering::Relaxed);
+        let target = if spread {
+            BUCKETS_PER_THREAD * threads
+        } else {
+            1
+        };
+        engine::sort(indices, axis, data_shape[axis], target)
     }
 
     /// Fills the parameter block of `pass` from the operands' shapes and strides and calls it,

@@ -454,11 +454,13 @@ impl Strided {
 }
 
 /// Pools of 1 and 3 threads, with the parallel grain lowered (process-wide) to 2 elements
-/// so that small problems are split too.
+/// so that small problems are split too, and the engine spreading its buckets from 2
+/// threads, so that the 3-thread pool runs them in parallel.
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     static POOLS: OnceLock<[rayon::ThreadPool; 2]> = OnceLock::new();
     POOLS.get_or_init(|| {
         scatterjit::set_parallel_grain(2);
+        scatterjit::set_engine_threads(2);
         let pool = |n| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
