@@ -1073,6 +1073,38 @@ fn named_edge_cases() {
     }
 }
 
+/// GatherElements over an axis too long for u16 indices, so that wide indices compact to
+/// u32 (shorter axes compact to u16 in the random cases), every wide index dtype, with
+/// and without a bad index at the start, the middle and the end.
+#[test]
+fn gather_elements_over_long_axes_agrees_with_interpreter() {
+    for index_dtype in [DType::I32, DType::I64, DType::U32, DType::U64] {
+        for bad in [
+            None,
+            Some((0, BadIndex::Size)),
+            Some((9, BadIndex::BeforeStart)),
+            Some((19, BadIndex::Max)),
+        ] {
+            for (data, indices, axis) in [([2, 70_000], [2, 10], 1), ([65_537, 2], [10, 2], -2)] {
+                let case = named(
+                    OpKind::GatherElements,
+                    DType::F32,
+                    index_dtype,
+                    &data,
+                    &indices,
+                    axis,
+                    Reduction::None,
+                    true,
+                    bad,
+                );
+                if let Err(message) = check(&case) {
+                    panic!("{case:?}: {message}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn float16_sums_round_after_every_update() {
     // SPEC: 2048 plus eight 1.0 is 2048 in f16 (each add rounds to nearest even).

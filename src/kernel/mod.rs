@@ -3,11 +3,13 @@
 //! the plan's order; [`bind`] fills a pass's parameter block from shapes and strides and
 //! picks the loop order and variant; [`schedule`] splits a pass over threads; [`call`] is
 //! the one entry into machine code; [`report`] turns a bad-index exit into the error.
-//! [`mean`] allocates the sums and counts that `mean`'s passes walk; [`prepared`] binds a
+//! [`mean`] allocates the sums and counts that `mean`'s passes walk; [`compact`] checks
+//! GatherElements' wide indices into a narrow copy its apply reads; [`prepared`] binds a
 //! call once and runs it on new buffers.
 
 mod bind;
 mod call;
+mod compact;
 mod mean;
 mod passes;
 mod prepared;
@@ -49,6 +51,9 @@ pub struct Kernel {
     code: [Option<Box<[OnceOk<Code>]>>; PassKind::ALL.len()],
     /// Per [`PassKind`], like `code`: where the pass's parameters go.
     layouts: [Option<ParamLayout>; PassKind::ALL.len()],
+    /// GatherElements with wide indices: the same op on indices compacted to u16 or u32
+    /// (see `compact`), compiled on first use.
+    compact: OnceOk<Box<Kernel>>,
     compile_time: Duration,
 }
 
@@ -78,6 +83,7 @@ impl Kernel {
         let kernel = Kernel {
             code,
             layouts,
+            compact: OnceOk::default(),
             plan,
             compile_time: Duration::ZERO,
         };

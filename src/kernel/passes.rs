@@ -72,7 +72,15 @@ impl Kernel {
                 scratch = self.scratch(out.shape(), counts)?;
             }
             match pass {
-                PassKind::Check if check => self.check_indices(&data_shape, indices)?,
+                PassKind::Check if check => {
+                    if let (None, Some(data)) = (updates, data) {
+                        // The compacted gather checks, then runs its own apply.
+                        if self.gather_compacted(out, data, indices)? {
+                            return Ok(());
+                        }
+                    }
+                    self.check_indices(&data_shape, indices)?
+                }
                 PassKind::Check => {}
                 PassKind::Copy => {
                     // In place, out holds data already.
