@@ -75,7 +75,7 @@ impl Scratch {
             shape: &self.shape,
             strides: &self.strides,
         };
-        ops.with(Operand::Count, piece(counts))
-            .with(Operand::Acc, piece(sums))
+        ops.with(Operand::Counts, piece(counts))
+            .with(Operand::Sums, piece(sums))
     }
 }

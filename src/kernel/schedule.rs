@@ -269,7 +269,7 @@ impl Kernel {
         let plan = split(key, nest, layout, &call.params, &order);
         let partial = match (&plan, partial_outputs) {
             (None, Some(partial_outputs)) => {
-                let out = ops.get(Operand::Out);
+                let out = ops.get(Operand::Output);
                 partial_split(key, nest, layout, &call.params, &order, out).and_then(|split| {
                     let Combine::Reduce(reduction) = nest.combine else {
                         unreachable!("partial_split takes reductions only")
@@ -294,7 +294,7 @@ impl Kernel {
                         .map(|buffer| {
                             let mut pointers = call.pointers;
                             if let Some(buffer) = buffer {
-                                pointers[Operand::Out as usize] = buffer.as_mut_ptr();
+                                pointers[Operand::Output as usize] = buffer.as_mut_ptr();
                             }
                             Call {
                                 entry: call.entry,
@@ -398,7 +398,7 @@ mod tests {
             let ops = Operands::default()
                 .with(Operand::Indices, iv.raw())
                 .with(Operand::Updates, uv.raw())
-                .with(Operand::Out, ov.raw());
+                .with(Operand::Output, ov.raw());
             let (params, order) = bind(&key, nest, &layout, &ops, false);
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(2)

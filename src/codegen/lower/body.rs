@@ -113,7 +113,7 @@ impl Lowering<'_, '_> {
                     .load(combine::acc_type(acc), data_flags(), dest_ptr, 0);
                 let sum = combine::accumulate(self.b, acc, sum, wide);
                 self.b.ins().store(data_flags(), sum, dest_ptr, 0);
-                let count_ptr = self.address(ptrs, Operand::Count, k);
+                let count_ptr = self.address(ptrs, Operand::Counts, k);
                 let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
                 let count = self.b.ins().iadd_imm_s(count, 1);
                 self.b.ins().store(data_flags(), count, count_ptr, 0);
@@ -128,12 +128,12 @@ impl Lowering<'_, '_> {
                     Source::Identity(_) => self.constant(&acc.identity_bytes()),
                 };
                 self.b.ins().store(data_flags(), sum, dest_ptr, 0);
-                let count_ptr = self.address(ptrs, Operand::Count, k);
+                let count_ptr = self.address(ptrs, Operand::Counts, k);
                 let zero = self.b.ins().iconst(types::I64, 0);
                 self.b.ins().store(data_flags(), zero, count_ptr, 0);
             }
             (Combine::Finish { acc, with_init }, Some(Source::Read(src))) => {
-                let count_ptr = self.address(ptrs, Operand::Count, k);
+                let count_ptr = self.address(ptrs, Operand::Counts, k);
                 let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
                 // Elements no update reached keep their value (and are never divided by 0).
                 let (divide, next) = (self.b.create_block(), self.b.create_block());
