@@ -2,7 +2,7 @@
 //! the parameters) and the kernel (which fills them in).
 //!
 //! Every pass is `extern "C" fn(operands: *const *mut u8, params: *mut i64) -> i64`:
-//! - `operands[slot]` is the address of element 0 of each [`Operand`] (by its discriminant);
+//! - `operands[slot]` is the address of element 0 of each [`Operand`] (by [`Operand::slot`]);
 //! - `params` holds, as i64, the domain dims, then for each access (index, source, dest,
 //!   count, in that order) its element stride along every domain dim, followed by its
 //!   element stride along the indexed dim when it has one, then the index bound `s`, then
@@ -52,10 +52,10 @@ impl Still {
 /// (in elements) is multiplied by to move a pointer.
 pub(crate) fn element_size(key: &KernelKey, operand: Operand) -> usize {
     match operand {
-        Operand::Data | Operand::Updates | Operand::Out => key.dtype().size(),
+        Operand::Data | Operand::Updates | Operand::Output => key.dtype().size(),
         Operand::Indices => key.index_dtype().size(),
-        Operand::Acc => Reduction::mean_accumulator(key.dtype()).map_or(0, |acc| acc.size()),
-        Operand::Count => COUNT_SIZE,
+        Operand::Sums => Reduction::mean_accumulator(key.dtype()).map_or(0, |acc| acc.size()),
+        Operand::Counts => COUNT_SIZE,
     }
 }
 

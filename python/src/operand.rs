@@ -467,7 +467,7 @@ fn from_dlpack_object<'py>(
 pub(crate) fn disjoint(
     op: scatterjit::OpKind,
     out: &Raw,
-    inputs: &[(scatterjit::ir::TensorRole, &Raw)],
+    inputs: &[(scatterjit::ir::Operand, &Raw)],
 ) -> scatterjit::Result<()> {
     let a = out.span();
     for (role, input) in inputs {

@@ -14,12 +14,12 @@ pub(super) struct Operands<'a> {
 
 impl<'a> Operands<'a> {
     pub(super) fn with(mut self, operand: Operand, raw: RawOperand<'a>) -> Self {
-        self.slots[operand as usize] = Some(raw);
+        self.slots[operand.slot()] = Some(raw);
         self
     }
 
     pub(super) fn get(&self, operand: Operand) -> &RawOperand<'a> {
-        self.slots[operand as usize]
+        self.slots[operand.slot()]
             .as_ref()
             .expect("every operand a pass accesses is bound before it runs")
     }
@@ -156,7 +156,7 @@ mod tests {
         let ops = Operands::default()
             .with(Operand::Data, dv.raw())
             .with(Operand::Indices, iv.raw())
-            .with(Operand::Out, ov.raw());
+            .with(Operand::Output, ov.raw());
         bind(&key, nest, &ParamLayout::of(nest), &ops, false)
             .1
             .to_vec()

@@ -70,7 +70,7 @@ impl Kernel {
         let ops = Operands::default()
             .with(Operand::Data, data.raw())
             .with(Operand::Indices, view.raw())
-            .with(Operand::Out, out.raw());
+            .with(Operand::Output, out.raw());
         sibling
             .run_pass(PassKind::Apply, &ops)
             .map_err(|stop| self.bad_index(PassKind::Apply, stop, data.shape(), indices))?;

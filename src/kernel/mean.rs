@@ -94,7 +94,7 @@ impl Kernel {
     /// row, and bumps that row's count once. `ops` holds the indices, updates and output.
     pub(super) fn counts(&self, ops: &Operands<'_>, axis_first: bool) -> Counts {
         let key = &self.plan.key;
-        let (out, indices) = (ops.get(Operand::Out), ops.get(Operand::Indices));
+        let (out, indices) = (ops.get(Operand::Output), ops.get(Operand::Indices));
         let rank = out.shape.len();
         let spans_rows = rank >= 2
             && key.axis() != rank - 1
@@ -115,9 +115,9 @@ impl Kernel {
             strides,
         };
         let mut probe = Operands::default()
-            .with(Operand::Acc, piece(&sums))
-            .with(Operand::Count, piece(&per_row));
-        for operand in [Operand::Indices, Operand::Updates, Operand::Out] {
+            .with(Operand::Sums, piece(&sums))
+            .with(Operand::Counts, piece(&per_row));
+        for operand in [Operand::Indices, Operand::Updates, Operand::Output] {
             let raw = ops.get(operand);
             probe = probe.with(
                 operand,
@@ -138,7 +138,8 @@ impl Kernel {
                 .position(|a| a.operand == operand)
                 .expect("mean's apply reads the index and counts")
         };
-        match still.contains(position(Operand::Indices)) && still.contains(position(Operand::Count))
+        match still.contains(position(Operand::Indices))
+            && still.contains(position(Operand::Counts))
         {
             true => Counts::PerRow,
             false => Counts::PerElement,
@@ -180,7 +181,7 @@ impl Scratch {
             shape: &self.shape,
             strides,
         };
-        ops.with(Operand::Count, piece(counts, &self.count_strides))
-            .with(Operand::Acc, piece(sums, &self.sum_strides))
+        ops.with(Operand::Counts, piece(counts, &self.count_strides))
+            .with(Operand::Sums, piece(sums, &self.sum_strides))
     }
 }

@@ -19,8 +19,8 @@ mod schedule;
 use std::time::{Duration, Instant};
 
 use scatterjit_ir::{
-    checked_nbytes, DType, Error as IrError, KernelKey, Meta, OpKind, PassKind, Plan, Tensor,
-    TensorRole,
+    checked_nbytes, DType, Error as IrError, KernelKey, Meta, OpKind, Operand, PassKind, Plan,
+    Tensor,
 };
 
 use crate::abi::{ParamLayout, Variant};
@@ -175,7 +175,7 @@ impl Kernel {
     fn check_disjoint(
         &self,
         out: &TensorViewMut<'_>,
-        inputs: [(TensorRole, Option<&TensorView<'_>>); 3],
+        inputs: [(Operand, Option<&TensorView<'_>>); 3],
     ) -> Result<()> {
         for (tensor, input) in inputs {
             if input.is_some_and(|input| tensor::overlaps(out.span(), input.span())) {
@@ -234,9 +234,9 @@ impl Kernel {
         let out_shape = self.validate(data, indices, updates)?;
         self.check_out(out.meta(), &out_shape)?;
         let inputs = [
-            (TensorRole::Data, Some(data)),
-            (TensorRole::Indices, Some(indices)),
-            (TensorRole::Updates, updates),
+            (Operand::Data, Some(data)),
+            (Operand::Indices, Some(indices)),
+            (Operand::Updates, updates),
         ];
         self.check_disjoint(out, inputs)?;
         self.execute(out, Some(data), indices, updates, true)
@@ -246,7 +246,7 @@ impl Kernel {
     pub(crate) fn check_out(&self, out: Meta<'_>, out_shape: &[usize]) -> Result<()> {
         if out.shape != out_shape || out.dtype != self.plan.key.dtype() {
             return Err(Error::Invalid(IrError::InvalidView {
-                tensor: TensorRole::Output,
+                tensor: Operand::Output,
                 reason: format!(
                     "expected {} {:?}, got {} {:?}",
                     self.plan.key.dtype(),
@@ -285,9 +285,9 @@ impl Kernel {
         updates: &TensorView<'_>,
     ) -> Result<()> {
         let inputs = [
-            (TensorRole::Indices, Some(indices)),
-            (TensorRole::Updates, Some(updates)),
-            (TensorRole::Data, None),
+            (Operand::Indices, Some(indices)),
+            (Operand::Updates, Some(updates)),
+            (Operand::Data, None),
         ];
         self.check_disjoint(data, inputs)?;
         self.execute(data, None, indices, Some(updates), true)

@@ -45,7 +45,7 @@ impl Kernel {
         // Gather visits indices only where its output is non-empty; check them all anyway.
         let out_empty = out.shape().contains(&0);
         let check =
-            (check_first || (apply.domain == Operand::Out && out_empty)) && buckets.is_none();
+            (check_first || (apply.domain == Operand::Output && out_empty)) && buckets.is_none();
         let bad = |pass, stop: Stop| self.bad_index(pass, stop, &data_shape, indices);
         // Slices the sort found uniform are read one index each, as an expanded index is.
         let uniform = buckets
@@ -59,7 +59,7 @@ impl Kernel {
                 let ops = Operands::default()
                     .with(Operand::Indices, read_indices.raw())
                     .with(Operand::Updates, updates.raw())
-                    .with(Operand::Out, out.raw());
+                    .with(Operand::Output, out.raw());
                 self.counts(&ops, buckets.is_some())
             }
             _ => Counts::PerElement,
@@ -93,7 +93,7 @@ impl Kernel {
                         let mut ops = Operands::default()
                             .with(Operand::Indices, read_indices.raw())
                             .with(Operand::Updates, updates.raw())
-                            .with(Operand::Out, out.raw());
+                            .with(Operand::Output, out.raw());
                         if let Some(scratch) = scratch.as_mut() {
                             ops = scratch.bind(ops);
                         }
@@ -106,7 +106,7 @@ impl Kernel {
                         let ops = Operands::default()
                             .with(Operand::Data, data.raw())
                             .with(Operand::Indices, indices.raw())
-                            .with(Operand::Out, out.raw());
+                            .with(Operand::Output, out.raw());
                         self.run_pass(pass, &ops).map_err(|stop| bad(pass, stop))?;
                     }
                 },
@@ -136,7 +136,7 @@ impl Kernel {
         }
         let ops = Operands::default()
             .with(Operand::Data, data.raw())
-            .with(Operand::Out, out.raw());
+            .with(Operand::Output, out.raw());
         self.run_pass(PassKind::Copy, &ops)
             .map_err(|stop| match stop {
                 Stop::Failed(e) => e,

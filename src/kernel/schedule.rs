@@ -108,7 +108,7 @@ fn split(
             && layout
                 .accesses
                 .iter()
-                .any(|a| a.operand == Operand::Count && params[a.strides_at + n] == 0)
+                .any(|a| a.operand == Operand::Counts && params[a.strides_at + n] == 0)
     };
     let axis_of_indexed = |n: usize| indexed_dest && order[n] == key.axis();
     let splittable = |n: usize| !axis_of_indexed(n) && !count_still(n) && dims[n] >= 2;
@@ -300,7 +300,7 @@ impl Kernel {
         let plan = split(key, nest, layout, &call.params, &order);
         let partial = match (&plan, partial_outputs) {
             (None, Some(partial_outputs)) => {
-                let out = ops.get(Operand::Out);
+                let out = ops.get(Operand::Output);
                 partial_split(key, nest, layout, &call.params, &order, out).and_then(|split| {
                     let Combine::Reduce(reduction) = nest.combine else {
                         unreachable!("partial_split takes reductions only")
@@ -325,7 +325,7 @@ impl Kernel {
                         .map(|buffer| {
                             let mut pointers = call.pointers;
                             if let Some(buffer) = buffer {
-                                pointers[Operand::Out as usize] = buffer.as_mut_ptr();
+                                pointers[Operand::Output as usize] = buffer.as_mut_ptr();
                             }
                             Call {
                                 entry: call.entry,
@@ -429,7 +429,7 @@ mod tests {
             let ops = Operands::default()
                 .with(Operand::Indices, iv.raw())
                 .with(Operand::Updates, uv.raw())
-                .with(Operand::Out, ov.raw());
+                .with(Operand::Output, ov.raw());
             let (params, order) = bind(&key, nest, &layout, &ops, false);
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(2)

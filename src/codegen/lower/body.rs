@@ -114,7 +114,7 @@ impl Lowering<'_, '_> {
                 let sum = combine::accumulate(self.b, acc, sum, wide);
                 self.b.ins().store(data_flags(), sum, dest_ptr, 0);
                 if self.count_per_row().is_none() {
-                    let count_ptr = self.address(ptrs, Operand::Count, k);
+                    let count_ptr = self.address(ptrs, Operand::Counts, k);
                     self.bump_count(count_ptr);
                 }
             }
@@ -129,13 +129,13 @@ impl Lowering<'_, '_> {
                 };
                 self.b.ins().store(data_flags(), sum, dest_ptr, 0);
                 if self.count_per_row().is_none() {
-                    let count_ptr = self.address(ptrs, Operand::Count, k);
+                    let count_ptr = self.address(ptrs, Operand::Counts, k);
                     let zero = self.b.ins().iconst(types::I64, 0);
                     self.b.ins().store(data_flags(), zero, count_ptr, 0);
                 }
             }
             (Combine::Finish { acc, with_init }, Some(Source::Read(src))) => {
-                let count_ptr = self.address(ptrs, Operand::Count, k);
+                let count_ptr = self.address(ptrs, Operand::Counts, k);
                 let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
                 // Elements no update reached keep their value (and are never divided by 0).
                 let (divide, next) = (self.b.create_block(), self.b.create_block());
