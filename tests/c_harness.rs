@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use scatterjit::ir::{interp, Error as IrError};
-use scatterjit::{DType, Error, KernelKey, Op, OpKind, Tensor};
+use scatterjit::{DType, Error, KernelKey, Op, Tensor};
+use scatterjit_testkit::values::{self, Sample};
 
 /// The repository root (where `include/` and `tests/c/` are): this crate's directory or,
 /// for the command-line tool's tests, which share this harness, its parent.
@@ -133,36 +134,14 @@ fn dims_of(text: &str) -> Vec<usize> {
 }
 
 fn tensor_of(dtype: DType, shape: &[usize], values: &[&str]) -> Tensor {
-    fn parse<T: std::str::FromStr>(values: &[&str]) -> Vec<T>
-    where
-        T::Err: std::fmt::Debug,
-    {
-        values.iter().map(|v| v.parse().expect("a value")).collect()
-    }
-    let tensor = match dtype {
-        DType::F32 => Tensor::from_slice(shape, &parse::<f32>(values)),
-        DType::F64 => Tensor::from_slice(shape, &parse::<f64>(values)),
-        DType::I8 => Tensor::from_slice(shape, &parse::<i8>(values)),
-        DType::I32 => Tensor::from_slice(shape, &parse::<i32>(values)),
-        DType::I64 => Tensor::from_slice(shape, &parse::<i64>(values)),
-        DType::U8 => Tensor::from_slice(shape, &parse::<u8>(values)),
-        other => panic!("the C programs print no {other}"),
+    // Integers are parsed exactly (an f64 would round i64's extremes), floats as f64.
+    let sample = |v: &&str| Sample {
+        re: v.parse().expect("a printed number"),
+        im: 0.0,
+        bits: v.parse::<i128>().map_or(0, |x| x as u64),
     };
-    tensor.expect("a printed tensor")
-}
-
-/// The op a key computes.
-pub fn op_of(key: &KernelKey) -> Op {
-    let axis = key.axis() as i64;
-    match key.kind() {
-        OpKind::ScatterElements => Op::ScatterElements {
-            axis,
-            reduction: key.reduction(),
-            use_init_val: key.use_init_val(),
-        },
-        OpKind::GatherElements => Op::GatherElements { axis },
-        OpKind::Gather => Op::Gather { axis },
-    }
+    let bytes = values::bytes(dtype, values.iter().map(sample));
+    Tensor::from_bytes(dtype, shape.to_vec(), bytes).expect("a printed tensor")
 }
 
 /// Checks a case against the reference interpreter: on success `out` is its result; on a
@@ -176,7 +155,7 @@ pub fn check(case: &Case, key: &KernelKey) {
             .unwrap_or_else(|| panic!("{name}: no {label}"))
     };
     let expected = interp::run(
-        &op_of(key),
+        &key.op(),
         get("data"),
         get("indices"),
         case.tensors.get("updates"),

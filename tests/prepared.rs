@@ -11,7 +11,8 @@ use scatterjit::ir::{interp, DType, Op, Tensor};
 use scatterjit::{
     Error, Geometry, Kernel, KernelCache, KernelKey, Prepared, TensorView, TensorViewMut,
 };
-use scatterjit_testkit::fuzzing::{pools, same_values, Strided};
+use scatterjit_testkit::fuzzing::{pools, Strided};
+use scatterjit_testkit::values::same_values;
 
 use crate::differential::{case, engine_case, lay_out, Case, Layout};
 

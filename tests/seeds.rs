@@ -21,7 +21,8 @@
 //! `none`) only move elements, so they run again with every value written as text
 //! ([`string_cases`]).
 
-use scatterjit_ir::{interp, DType, Element, Op, OpKind, Reduction, Tensor};
+use scatterjit_ir::{interp, match_element, DType, Element, Op, OpKind, Reduction, Tensor};
+use scatterjit_testkit::values;
 
 /// One worked example: the op, its inputs and the output the document prints.
 pub struct SeedCase {
@@ -398,22 +399,12 @@ pub fn string_cases() -> Vec<SeedCase> {
 
 /// A tensor's elements as a string tensor of the same shape.
 fn as_text(t: &Tensor) -> Tensor {
-    macro_rules! text {
-        ($($d:ident => $ty:ty),*) => {
-            match t.dtype() {
-                $( DType::$d => t.to_vec::<$ty>().map(|v| {
-                    v.iter().map(|x| format!("«{x:?}»")).collect::<Vec<_>>()
-                }), )*
-                _ => t.strings().map(<[String]>::to_vec),
-            }
-        };
-    }
-    let values = text! {
-        F16 => half::f16, BF16 => half::bf16, F32 => f32, F64 => f64,
-        I8 => i8, I16 => i16, I32 => i32, I64 => i64,
-        U8 => u8, U16 => u16, U32 => u32, U64 => u64, Bool => bool,
-        Complex64 => scatterjit_ir::Complex64, Complex128 => scatterjit_ir::Complex128
-    };
+    let values = match_element!(t.dtype(),
+        T => t
+            .to_vec::<T>()
+            .map(|v| v.iter().map(|x| format!("«{x:?}»")).collect::<Vec<_>>()),
+        _ => t.strings().map(<[String]>::to_vec),
+    );
     Tensor::from_strings(
         t.shape(),
         values.expect("seed tensors are read as their dtype"),
@@ -424,58 +415,18 @@ fn as_text(t: &Tensor) -> Tensor {
 /// The elements of a float-like tensor as f64 (complex: re, im interleaved), or `None` for
 /// integer and bool tensors, which compare exactly.
 fn float_values(t: &Tensor) -> Option<Vec<f64>> {
-    let values = |v: Vec<f64>| Some(v);
-    match t.dtype() {
-        DType::F16 => values(
-            t.to_vec::<half::f16>()
-                .ok()?
-                .iter()
-                .map(|x| x.to_f64())
-                .collect(),
-        ),
-        DType::BF16 => values(
-            t.to_vec::<half::bf16>()
-                .ok()?
-                .iter()
-                .map(|x| x.to_f64())
-                .collect(),
-        ),
-        DType::F32 => values(t.to_vec::<f32>().ok()?.into_iter().map(f64::from).collect()),
-        DType::F64 => t.to_vec::<f64>().ok(),
-        DType::Complex64 => values(
-            t.to_vec::<scatterjit_ir::Complex64>()
-                .ok()?
-                .iter()
-                .flat_map(|c| [f64::from(c.re), f64::from(c.im)])
-                .collect(),
-        ),
-        DType::Complex128 => values(
-            t.to_vec::<scatterjit_ir::Complex128>()
-                .ok()?
-                .iter()
-                .flat_map(|c| [c.re, c.im])
-                .collect(),
-        ),
-        _ => None,
+    if t.dtype() == DType::String {
+        return None;
     }
+    values::float_parts(t.dtype(), t.bytes())
 }
 
 /// The elements of any tensor, printed for a failure message.
 fn describe(t: &Tensor) -> String {
-    macro_rules! show {
-        ($($d:ident => $ty:ty),*) => {
-            match t.dtype() {
-                $( DType::$d => format!("{:?}", t.to_vec::<$ty>().unwrap_or_default()), )*
-                DType::String => format!("{:?}", t.strings().unwrap_or_default()),
-            }
-        };
-    }
-    show! {
-        F16 => half::f16, BF16 => half::bf16, F32 => f32, F64 => f64,
-        I8 => i8, I16 => i16, I32 => i32, I64 => i64,
-        U8 => u8, U16 => u16, U32 => u32, U64 => u64, Bool => bool,
-        Complex64 => scatterjit_ir::Complex64, Complex128 => scatterjit_ir::Complex128
-    }
+    match_element!(t.dtype(),
+        T => format!("{:?}", t.to_vec::<T>().unwrap_or_default()),
+        _ => format!("{:?}", t.strings().unwrap_or_default()),
+    )
 }
 
 /// Checks `got` against `case.expected`; the error says what differs.

@@ -44,7 +44,8 @@ enum Command {
     /// a copy baseline, side by side (results are checked first).
     Bench(BenchArgs),
     /// Compiles kernels ahead of time into an object file for this host or another target and
-    /// a C header that declares one entry per key (mean is not available ahead of time).
+    /// a C header that declares one entry per key (string keys are not available ahead of
+    /// time).
     Aot(AotArgs),
 }
 

@@ -140,7 +140,8 @@ fn run_op<'py>(
 /// false, every element that an index targets starts from the reduction's identity instead
 /// of from ``data``. Negative indices count from the back. Inputs may be numpy arrays of any
 /// strides (zero and negative included) or tensors with ``__dlpack__``, and are not copied.
-/// numpy unicode arrays (``<U``) work with reduction ``"none"`` (copied, as strings are).
+/// numpy unicode arrays (``<U``) work with reduction ``"none"`` (copied, as strings are);
+/// the result keeps data's width and byte order, wider only for a longer update.
 ///
 /// Returns a new numpy array, or writes ``out`` (an array or DLPack tensor of data's dtype
 /// and shape) and returns it. Every index is checked before ``out`` is written: on error

@@ -102,85 +102,35 @@ fn divlu(b: &mut FunctionBuilder, u1: Value, u0: Value, v: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cranelift_codegen::ir::AbiParam;
-    use cranelift_codegen::verify_function;
-    use cranelift_frontend::FunctionBuilderContext;
-    use cranelift_jit::{JITBuilder, JITModule};
-    use cranelift_module::{default_libcall_names, Linkage, Module};
+    use crate::codegen::test_jit::{compile, Jitted};
 
     /// `(lo, hi, n, out) -> ()`: writes the quotient's low and high halves to `out`.
     type Div128 = extern "C" fn(u64, u64, i64, *mut u64);
     /// `(s, n) -> floor(s / n)`.
     type Div64 = extern "C" fn(i64, i64) -> i64;
 
-    /// A compiled function; keeps its module (and so its code) alive.
-    struct Jitted<F> {
-        _module: JITModule,
-        f: F,
-    }
-
-    /// Compiles a function of `params` I64 parameters whose body `emit` builds from them,
-    /// in the host's default calling convention, the verifier on.
-    fn jit(
-        params: usize,
-        returns: bool,
-        emit: impl FnOnce(&mut FunctionBuilder, &[Value]),
-    ) -> (JITModule, *const u8) {
-        let builder =
-            JITBuilder::with_isa(crate::jit::isa(false).unwrap(), default_libcall_names());
-        let mut module = JITModule::new(builder);
-        let mut ctx = module.make_context();
-        for _ in 0..params {
-            ctx.func.signature.params.push(AbiParam::new(types::I64));
-        }
-        if returns {
-            ctx.func.signature.returns.push(AbiParam::new(types::I64));
-        }
-        let mut fctx = FunctionBuilderContext::new();
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let block = b.create_block();
-        b.append_block_params_for_function_params(block);
-        b.switch_to_block(block);
-        b.seal_block(block);
-        let args = b.block_params(block).to_vec();
-        emit(&mut b, &args);
-        b.finalize(module.target_config());
-        if let Err(e) = verify_function(&ctx.func, module.isa()) {
-            panic!("verifier errors:\n{e}\nin\n{}", ctx.func.display());
-        }
-        let id = module
-            .declare_function("divide", Linkage::Local, &ctx.func.signature)
-            .unwrap();
-        module.define_function(id, &mut ctx).unwrap();
-        module.clear_context(&mut ctx);
-        module.finalize_definitions().unwrap();
-        let ptr = module.get_finalized_function(id);
-        (module, ptr)
-    }
-
-    fn div128() -> Jitted<Div128> {
-        let (module, ptr) = jit(4, false, |b, args| {
+    fn div128() -> (Jitted, Div128) {
+        let code = compile(&[types::I64; 4], &[], |b, args| {
             let (lo, hi) = floor_div_i128(b, args[0], args[1], args[2]);
             let flags = cranelift_codegen::ir::MemFlagsData::trusted();
             b.ins().store(flags, lo, args[3], 0);
             b.ins().store(flags, hi, args[3], 8);
-            b.ins().return_(&[]);
+            vec![]
         });
-        // SAFETY: `ptr` is the finalized entry of a function of signature (i64, i64, i64,
-        // i64) -> () in the host's default calling convention (the C ABI), which matches
-        // `Div128` on a 64-bit host; the code lives as long as the module kept beside it.
-        let f = unsafe { std::mem::transmute::<*const u8, Div128>(ptr) };
-        Jitted { _module: module, f }
+        // SAFETY: the entry of a function of signature (i64, i64, i64, i64) -> () in the
+        // platform C ABI, which matches `Div128` on a 64-bit host; the caller keeps `code`
+        // (and so the code) alive while it calls.
+        let f = unsafe { std::mem::transmute::<*const u8, Div128>(code.entry) };
+        (code, f)
     }
 
-    fn div64() -> Jitted<Div64> {
-        let (module, ptr) = jit(2, true, |b, args| {
-            let q = floor_div_i64(b, args[0], args[1]);
-            b.ins().return_(&[q]);
+    fn div64() -> (Jitted, Div64) {
+        let code = compile(&[types::I64; 2], &[types::I64], |b, args| {
+            vec![floor_div_i64(b, args[0], args[1])]
         });
         // SAFETY: as in `div128`, for the signature (i64, i64) -> i64.
-        let f = unsafe { std::mem::transmute::<*const u8, Div64>(ptr) };
-        Jitted { _module: module, f }
+        let f = unsafe { std::mem::transmute::<*const u8, Div64>(code.entry) };
+        (code, f)
     }
 
     /// Fixed-seed SplitMix64.
@@ -265,11 +215,11 @@ mod tests {
 
     #[test]
     fn i128_floor_division_matches_rust() {
-        let div = div128();
+        let (_code, div) = div128();
         for &n in &counts() {
             for &s in &sums() {
                 let mut out = [0u64; 2];
-                (div.f)(s as u64, (s >> 64) as u64, n, out.as_mut_ptr());
+                div(s as u64, (s >> 64) as u64, n, out.as_mut_ptr());
                 let got = (out[1] as u128) << 64 | out[0] as u128;
                 let want = s.div_euclid(n as i128);
                 assert_eq!(got as i128, want, "floor({s} / {n})");
@@ -279,14 +229,14 @@ mod tests {
 
     #[test]
     fn i64_floor_division_matches_rust() {
-        let div = div64();
+        let (_code, div) = div64();
         for &n in &counts() {
             for &s in &sums() {
                 let s = s as i64;
-                assert_eq!((div.f)(s, n), s.div_euclid(n), "floor({s} / {n})");
+                assert_eq!(div(s, n), s.div_euclid(n), "floor({s} / {n})");
             }
             for s in [i64::MIN, i64::MIN + 1, i64::MAX, -1, 0, 1] {
-                assert_eq!((div.f)(s, n), s.div_euclid(n), "floor({s} / {n})");
+                assert_eq!(div(s, n), s.div_euclid(n), "floor({s} / {n})");
             }
         }
     }

@@ -160,72 +160,42 @@ pub(crate) fn f32_to_bf16(b: &mut FunctionBuilder, x: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cranelift_codegen::ir::{types, AbiParam, Type};
-    use cranelift_codegen::verify_function;
-    use cranelift_frontend::FunctionBuilderContext;
-    use cranelift_jit::{JITBuilder, JITModule};
-    use cranelift_module::{default_libcall_names, Linkage, Module};
+    use crate::codegen::test_jit::{compile, Jitted};
+    use cranelift_codegen::ir::Type;
     use half::{bf16, f16};
 
     type Emitter = fn(&mut FunctionBuilder, Value) -> Value;
     type Conv = extern "C" fn(u32) -> u32;
 
-    /// A compiled `fn(u32) -> u32` wrapping one emitter. Keeps the module (and so the
-    /// executable memory, which is only freed by an explicit `free_memory`) alive.
-    struct Jitted {
-        _module: JITModule,
+    /// Compiles `extern "C" fn(u32) -> u32` that narrows/bitcasts its argument to `arg_ty`
+    /// (I16 or F32), applies `emit`, and widens/bitcasts the result back to I32.
+    /// A compiled conversion; `_code` keeps it mapped.
+    struct Converter {
+        _code: Jitted,
         f: Conv,
     }
 
-    /// Compiles `extern "C" fn(u32) -> u32` that narrows/bitcasts its argument to `arg_ty`
-    /// (I16 or F32), applies `emit`, and widens/bitcasts the result back to I32.
-    fn jit(emit: Emitter, arg_ty: Type) -> Jitted {
-        let builder = JITBuilder::with_flags(&[("opt_level", "speed")], default_libcall_names())
-            .expect("JIT builder for the host");
-        let mut module = JITModule::new(builder);
-        let mut ctx = module.make_context();
-        ctx.func.signature.params.push(AbiParam::new(types::I32));
-        ctx.func.signature.returns.push(AbiParam::new(types::I32));
-
-        let mut fctx = FunctionBuilderContext::new();
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let block = b.create_block();
-        b.append_block_params_for_function_params(block);
-        b.switch_to_block(block);
-        b.seal_block(block);
-        let p = b.block_params(block)[0];
-        let arg = if arg_ty == I16 {
-            b.ins().ireduce(I16, p)
-        } else {
-            assert_eq!(arg_ty, F32);
-            b.ins().bitcast(F32, MemFlagsData::new(), p)
-        };
-        let out = emit(&mut b, arg);
-        let ret = match b.func.dfg.value_type(out) {
-            I16 => b.ins().uextend(I32, out),
-            F32 => b.ins().bitcast(I32, MemFlagsData::new(), out),
-            t => panic!("unexpected result type {t}"),
-        };
-        b.ins().return_(&[ret]);
-        b.finalize(module.target_config());
-
-        if let Err(e) = verify_function(&ctx.func, module.isa()) {
-            panic!("verifier errors:\n{e}\nin\n{}", ctx.func.display());
-        }
-
-        let id = module
-            .declare_function("conv", Linkage::Local, &ctx.func.signature)
-            .expect("declare");
-        module.define_function(id, &mut ctx).expect("define");
-        module.clear_context(&mut ctx);
-        module.finalize_definitions().expect("finalize");
-        let ptr = module.get_finalized_function(id);
-        // SAFETY: `ptr` is the entry of the function just defined and finalized, whose
-        // signature is (i32) -> i32 in the module ISA's default calling convention, i.e. the
-        // platform C ABI, which matches `extern "C" fn(u32) -> u32`. The code stays mapped
-        // while `module` (kept in `Jitted`) is alive, as nothing calls `free_memory`.
-        let f = unsafe { std::mem::transmute::<*const u8, Conv>(ptr) };
-        Jitted { _module: module, f }
+    fn jit(emit: Emitter, arg_ty: Type) -> Converter {
+        let code = compile(&[I32], &[I32], |b, args| {
+            let p = args[0];
+            let arg = if arg_ty == I16 {
+                b.ins().ireduce(I16, p)
+            } else {
+                assert_eq!(arg_ty, F32);
+                b.ins().bitcast(F32, MemFlagsData::new(), p)
+            };
+            let out = emit(b, arg);
+            let ret = match b.func.dfg.value_type(out) {
+                I16 => b.ins().uextend(I32, out),
+                F32 => b.ins().bitcast(I32, MemFlagsData::new(), out),
+                t => panic!("unexpected result type {t}"),
+            };
+            vec![ret]
+        });
+        // SAFETY: the entry of a function of signature (i32) -> i32 in the platform C
+        // ABI, which matches `Conv`; `Converter` keeps the code alive beside it.
+        let f = unsafe { std::mem::transmute::<*const u8, Conv>(code.entry) };
+        Converter { _code: code, f }
     }
 
     /// Fixed-seed xorshift32.
@@ -338,7 +308,7 @@ mod tests {
     }
 
     /// Checks the f32 -> f16 conversion of every input against the `half` crate.
-    fn check_f32_to_f16(j: &Jitted, inputs: impl IntoIterator<Item = u32>, what: &str) {
+    fn check_f32_to_f16(j: &Converter, inputs: impl IntoIterator<Item = u32>, what: &str) {
         let mut fails = Failures::default();
         let mut checked = 0;
         for x in inputs {
@@ -360,7 +330,7 @@ mod tests {
     }
 
     /// Checks the f32 -> bf16 conversion of every input against the `half` crate.
-    fn check_f32_to_bf16(j: &Jitted, inputs: impl IntoIterator<Item = u32>, what: &str) {
+    fn check_f32_to_bf16(j: &Converter, inputs: impl IntoIterator<Item = u32>, what: &str) {
         let mut fails = Failures::default();
         let mut checked = 0;
         for x in inputs {

@@ -5,5 +5,7 @@ pub(crate) mod combine;
 pub(crate) mod divide;
 pub(crate) mod half;
 pub(crate) mod lower;
+#[cfg(test)]
+mod test_jit;
 
 pub(crate) use lower::{build_pass, Machine};

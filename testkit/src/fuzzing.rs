@@ -18,6 +18,8 @@ use scatterjit::ir::{
 
 use scatterjit::{Error, KernelCache, TensorView, TensorViewMut};
 
+use crate::values::{self, same_values, Sample};
+
 /// Fuzz input read as a stream of choices. Past its end every read yields zeros, so any
 /// input, the empty one included, decodes to something.
 pub struct Choices<'a> {
@@ -469,33 +471,6 @@ pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     })
 }
 
-/// Element-wise equality of two byte buffers of `dtype`, where any NaN equals any NaN
-/// (NaN payloads of results are unspecified).
-pub fn same_values(dtype: DType, a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let part = match dtype {
-        DType::Complex64 => 4,
-        DType::Complex128 => 8,
-        d => d.size().max(1),
-    };
-    let is_nan = |x: &[u8]| match dtype {
-        DType::F16 => half::f16::from_le_bytes([x[0], x[1]]).is_nan(),
-        DType::BF16 => half::bf16::from_le_bytes([x[0], x[1]]).is_nan(),
-        DType::F32 | DType::Complex64 => f32::from_le_bytes([x[0], x[1], x[2], x[3]]).is_nan(),
-        DType::F64 | DType::Complex128 => {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(x);
-            f64::from_le_bytes(b).is_nan()
-        }
-        _ => false,
-    };
-    a.chunks_exact(part)
-        .zip(b.chunks_exact(part))
-        .all(|(x, y)| x == y || (is_nan(x) && is_nan(y)))
-}
-
 fn show(t: &Tensor) -> String {
     format!("{} {:?} {:02x?}", t.dtype(), t.shape(), t.bytes())
 }
@@ -663,26 +638,16 @@ pub(crate) fn element(c: &mut Choices, dtype: DType, out: &mut [u8]) {
         }
         return;
     }
-    let v = FLOATS[usize::from(b % 16)];
-    let small = i64::from(b % 7) - 3;
-    match dtype {
-        DType::F16 => out.copy_from_slice(&half::f16::from_f64(v).to_le_bytes()),
-        DType::BF16 => out.copy_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
-        DType::F32 => out.copy_from_slice(&(v as f32).to_le_bytes()),
-        DType::F64 => out.copy_from_slice(&v.to_le_bytes()),
-        DType::Complex64 => {
-            let im = FLOATS[usize::from(b / 16 % 16)];
-            out[..4].copy_from_slice(&(v as f32).to_le_bytes());
-            out[4..].copy_from_slice(&(im as f32).to_le_bytes());
-        }
-        DType::Complex128 => {
-            let im = FLOATS[usize::from(b / 16 % 16)];
-            out[..8].copy_from_slice(&v.to_le_bytes());
-            out[8..].copy_from_slice(&im.to_le_bytes());
-        }
-        DType::Bool => out[0] = b & 1,
-        _ => out.copy_from_slice(&small.to_le_bytes()[..out.len()]),
+    if dtype == DType::Bool {
+        out[0] = b & 1;
+        return;
     }
+    let sample = Sample {
+        re: FLOATS[usize::from(b % 16)],
+        im: FLOATS[usize::from(b / 16 % 16)],
+        bits: (i64::from(b % 7) - 3) as u64,
+    };
+    values::write(dtype, sample, out);
 }
 
 /// One index element for an axis of size `s`: in range 31 times in 32 (`[-s, s)` for signed

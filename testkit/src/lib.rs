@@ -8,3 +8,4 @@ pub mod fuzz_capi;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod suite;
+pub mod values;

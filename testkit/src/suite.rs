@@ -5,9 +5,11 @@
 //! SplitMix64, so the values differ but follow the same rules: index patterns as described
 //! by [`IndexPattern`], updates and data uniform in [-1, 1) for floats and in [0, 100) for
 //! integers, every tensor C-contiguous.
-use scatterjit::ir::{DType, KernelKey, Meta, Op, OpKind, Reduction, Tensor};
+use scatterjit::ir::{DType, DTypeClass, KernelKey, Meta, Op, OpKind, Reduction, Tensor};
 
 use scatterjit::TensorView;
+
+use crate::values::{self, Sample};
 
 /// How a workload's indices are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,7 +287,8 @@ impl Workload {
     }
 }
 
-/// SplitMix64: small, fast, and good enough for benchmark inputs.
+/// SplitMix64: small, fast, and good enough for benchmark and test inputs; the same seed
+/// gives the same values, so a failing case reproduces from its seed.
 pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
@@ -303,6 +306,19 @@ impl SplitMix64 {
         ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
     }
 
+    /// Uniform in `[0, n)` for `n` up to `u64::MAX` (multiply-shift; 0 for `n == 0`).
+    pub fn below_u64(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// One of `items`, uniformly.
+    ///
+    /// # Panics
+    /// If `items` is empty.
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
+    }
+
     /// Uniform in [-1, 1) on a grid of `2^-(bits - 1)`, exact in a float with a
     /// `bits`-bit significand.
     pub fn signed_unit(&mut self, bits: u32) -> f64 {
@@ -311,45 +327,31 @@ impl SplitMix64 {
     }
 }
 
-/// Values of `dtype`: floats uniform in [-1, 1), integers in [0, 100), bools 0 or 1,
-/// complex numbers with both parts uniform in [-1, 1).
+/// Values of `dtype`: floats uniform in [-1, 1) on a grid of 2^-23 (rounded to nearest
+/// for f16 and bf16), integers in [0, 100), bools 0 or 1, complex numbers with both parts
+/// uniform in [-1, 1).
 ///
 /// # Panics
 /// For string tensors, which have no byte representation.
 fn random_values(dtype: DType, shape: &[usize], rng: &mut SplitMix64) -> Tensor {
     let n: usize = shape.iter().product();
-    let mut bytes = Vec::with_capacity(n * dtype.size());
-    for _ in 0..n {
-        match dtype {
-            DType::F16 => {
-                let x = half::f16::from_f64(rng.signed_unit(11));
-                bytes.extend_from_slice(&x.to_le_bytes());
-            }
-            DType::BF16 => {
-                let x = half::bf16::from_f64(rng.signed_unit(8));
-                bytes.extend_from_slice(&x.to_le_bytes());
-            }
-            DType::F32 => bytes.extend_from_slice(&(rng.signed_unit(24) as f32).to_le_bytes()),
-            DType::F64 => bytes.extend_from_slice(&rng.signed_unit(53).to_le_bytes()),
-            DType::Complex64 => {
-                for _ in 0..2 {
-                    bytes.extend_from_slice(&(rng.signed_unit(24) as f32).to_le_bytes());
-                }
-            }
-            DType::Complex128 => {
-                for _ in 0..2 {
-                    bytes.extend_from_slice(&rng.signed_unit(53).to_le_bytes());
-                }
-            }
-            DType::Bool => bytes.push(rng.below(2) as u8),
-            _ if dtype.is_integer() => {
-                // 0..100 fits every integer dtype; little-endian truncation is exact.
-                let v = rng.below(100) as u64;
-                bytes.extend_from_slice(&v.to_le_bytes()[..dtype.size()]);
-            }
-            _ => panic!("no random values of dtype {dtype}"),
-        }
-    }
+    let samples = (0..n).map(|_| match dtype.class() {
+        DTypeClass::Float => Sample::number(rng.signed_unit(24)),
+        DTypeClass::Complex => Sample {
+            re: rng.signed_unit(24),
+            im: rng.signed_unit(24),
+            bits: 0,
+        },
+        DTypeClass::Bool => Sample {
+            bits: rng.below(2) as u64,
+            ..Sample::default()
+        },
+        _ => Sample {
+            bits: rng.below(100) as u64,
+            ..Sample::default()
+        },
+    });
+    let bytes = values::bytes(dtype, samples);
     Tensor::from_bytes(dtype, shape.to_vec(), bytes).expect("bytes match dtype and shape")
 }
 

@@ -11,15 +11,14 @@
 
 use half::{bf16, f16};
 use scatterjit::ir::{
-    row_major_strides, unravel, DType, Error as IrError, Op, OpKind, Operand, Reduction, Tensor,
+    row_major_strides, unravel, DType, Element, Error as IrError, Op, OpKind, Operand, Reduction,
+    Tensor,
 };
 
 use scatterjit::{Error, Result};
 
-/// A plain numeric type stored in tensors: every bit pattern is a valid value.
-trait Plain: Copy + 'static {
-    const DTYPE: DType;
-}
+/// A plain numeric element type: every bit pattern is a valid value (unlike `bool`'s).
+trait Plain: Element {}
 
 /// An element type of the baseline: arithmetic as SPEC.md defines it.
 trait Value: Plain {
@@ -37,10 +36,8 @@ trait Value: Plain {
 
 /// IEEE 754-2019 maximum and minimum: NaN wins, and +0 is above -0.
 macro_rules! float_value {
-    ($t:ty, $dtype:ident, $sum:ty, $to:expr, $from:expr) => {
-        impl Plain for $t {
-            const DTYPE: DType = DType::$dtype;
-        }
+    ($t:ty, $sum:ty, $to:expr, $from:expr) => {
+        impl Plain for $t {}
         impl Value for $t {
             type Sum = $sum;
             fn add(self, other: Self) -> Self {
@@ -97,28 +94,14 @@ macro_rules! float_value {
     };
 }
 
-float_value!(
-    f32,
-    F32,
-    f32,
-    std::convert::identity,
-    std::convert::identity
-);
-float_value!(
-    f64,
-    F64,
-    f64,
-    std::convert::identity,
-    std::convert::identity
-);
-float_value!(f16, F16, f32, f16::to_f32, f16::from_f32);
-float_value!(bf16, BF16, f32, bf16::to_f32, bf16::from_f32);
+float_value!(f32, f32, std::convert::identity, std::convert::identity);
+float_value!(f64, f64, std::convert::identity, std::convert::identity);
+float_value!(f16, f32, f16::to_f32, f16::from_f32);
+float_value!(bf16, f32, bf16::to_f32, bf16::from_f32);
 
 macro_rules! int_value {
-    ($t:ty, $dtype:ident, $sum:ty) => {
-        impl Plain for $t {
-            const DTYPE: DType = DType::$dtype;
-        }
+    ($t:ty, $sum:ty) => {
+        impl Plain for $t {}
         impl Value for $t {
             type Sum = $sum;
             fn add(self, other: Self) -> Self {
@@ -149,8 +132,8 @@ macro_rules! int_value {
     };
 }
 
-int_value!(i32, I32, i64);
-int_value!(i64, I64, i128);
+int_value!(i32, i64);
+int_value!(i64, i128);
 
 /// An index type of the baseline.
 trait IndexValue: Plain {
