@@ -358,9 +358,17 @@ impl Entry<'_, '_> {
         same
     }
 
-    /// Fills `nest`'s parameter block from the tensors (loops in row-major order), calls
-    /// the variant the strides allow, and on a bad index writes its position into
-    /// `args.bad_index` and returns [`Status::IndexOutOfBounds`].
+    /// The sum of `t`'s element strides over `dims` (0 for none).
+    fn stride_sum(&mut self, t: &Tensor, dims: abi::Dims) -> Value {
+        let mut strides = dims.iter().map(|j| t.strides[j]);
+        let first = strides.next();
+        let first = first.unwrap_or_else(|| self.b.ins().iconst(types::I64, 0));
+        strides.fold(first, |sum, s| self.b.ins().iadd(sum, s))
+    }
+
+    /// Fills `nest`'s parameter block from the tensors as its recipe (`ParamLayout`) says,
+    /// loops in row-major order, calls the variant the strides allow, and on a bad index
+    /// writes its position into `args.bad_index` and returns [`Status::IndexOutOfBounds`].
     fn call_pass(
         &mut self,
         nest: &LoopNest,
@@ -381,45 +389,31 @@ impl Entry<'_, '_> {
             e.b.ins()
                 .store(MemFlagsData::trusted(), v, params, (8 * slot) as i32);
         };
-        for (n, &d) in get(nest.domain).dims.iter().enumerate() {
+        for (n, &d) in get(layout.domain).dims.iter().enumerate() {
             store(self, d, n);
         }
         let depth = layout.depth;
         let mut contiguous = self.b.ins().iconst(types::I8, 1);
-        for (access, slots) in abi::accesses(nest).zip(&layout.accesses) {
-            let t = get(access.operand);
-            let mut along: Vec<Option<Value>> = vec![None; depth];
-            for (j, coord) in access.coords.iter().enumerate() {
-                match coord {
-                    Coord::Loop(d) => {
-                        along[*d] = Some(match along[*d] {
-                            Some(s) => self.b.ins().iadd(s, t.strides[j]),
-                            None => t.strides[j],
-                        });
-                    }
-                    Coord::Index => {
-                        let at = slots
-                            .indexed_stride_at
-                            .expect("indexed accesses have a slot");
-                        store(self, t.strides[j], at);
-                    }
-                }
+        for slots in &layout.accesses {
+            let t = get(slots.operand);
+            if let Some(at) = slots.indexed_stride_at {
+                let stride = self.stride_sum(t, slots.indexed);
+                store(self, stride, at);
             }
-            for (n, stride) in along.into_iter().enumerate() {
-                let stride = stride.unwrap_or_else(|| self.b.ins().iconst(types::I64, 0));
+            for n in 0..depth {
+                let stride = self.stride_sum(t, slots.along[n]);
                 store(self, stride, slots.strides_at + n);
                 if n + 1 == depth {
                     // The contiguous variant's condition (see `Variant::Contiguous`).
-                    let walks = access.coords.contains(&Coord::Loop(n));
-                    let unit = self
-                        .b
-                        .ins()
-                        .icmp_imm_s(IntCC::Equal, stride, i64::from(walks));
+                    let unit =
+                        self.b
+                            .ins()
+                            .icmp_imm_s(IntCC::Equal, stride, slots.contiguous_stride(n));
                     contiguous = self.b.ins().band(contiguous, unit);
                 }
             }
         }
-        if let (Some(at), Some((operand, dim))) = (layout.bound_at, nest.bound) {
+        if let (Some(at), Some((operand, dim))) = (layout.bound_at, layout.bound) {
             store(self, get(operand).dims[dim], at);
         }
 
