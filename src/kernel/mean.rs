@@ -130,11 +130,13 @@ impl Kernel {
         }
         let layout = self.layout(PassKind::Apply);
         let (params, order) = bind(key, apply, layout, &probe, axis_first);
-        let Variant::Broadcast(still) = variant_of(apply, layout, &params, &order) else {
+        let Variant::Broadcast(still) = variant_of(layout, &params, &order) else {
             return Counts::PerElement;
         };
         let position = |operand| {
-            abi::accesses(apply)
+            layout
+                .accesses
+                .iter()
                 .position(|a| a.operand == operand)
                 .expect("mean's apply reads the index and counts")
         };
