@@ -6,7 +6,7 @@
 //! is first checked against the others.
 //!
 //! ```text
-//! cargo run --release --example overhead [rounds] [calls per round]
+//! cargo run --release -p scatterjit --example overhead [rounds] [calls per round]
 //! ```
 //!
 //! Run it on one thread (`RAYON_NUM_THREADS=1`) or on the default pool: tiny calls stay on

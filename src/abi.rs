@@ -1,15 +1,16 @@
 //! The calling convention of compiled passes, shared by the code generator (which reads
-//! the parameters) and the kernel (which fills them in).
+//! the parameters) and the callers that fill them in (the runtime, and ahead-of-time
+//! entries), all from one [`ParamLayout`] per pass.
 //!
 //! Every pass is `extern "C" fn(operands: *const *mut u8, params: *mut i64) -> i64`:
-//! - `operands[slot]` is the address of element 0 of each [`Operand`] (by its discriminant);
+//! - `operands[slot]` is the address of element 0 of each [`Operand`] (by [`Operand::slot`]);
 //! - `params` holds, as i64, the domain dims, then for each access (index, source, dest,
 //!   count, in that order) its element stride along every domain dim, followed by its
 //!   element stride along the indexed dim when it has one, then the index bound `s`, then
 //!   `depth` slots the pass writes the loop counters into when it meets a bad index;
 //! - it returns [`STATUS_OK`] or [`STATUS_BAD_INDEX`].
 
-use scatterjit_ir::{Access, KernelKey, LoopNest, Operand, Plan, Reduction, Source};
+use scatterjit_ir::{Access, Coord, KernelKey, LoopNest, Operand, Plan, Reduction, Source};
 
 /// Every index was valid and the pass ran to the end.
 pub(crate) const STATUS_OK: i64 = 0;
@@ -52,10 +53,10 @@ impl Still {
 /// (in elements) is multiplied by to move a pointer.
 pub(crate) fn element_size(key: &KernelKey, operand: Operand) -> usize {
     match operand {
-        Operand::Data | Operand::Updates | Operand::Out => key.dtype().size(),
+        Operand::Data | Operand::Updates | Operand::Output => key.dtype().size(),
         Operand::Indices => key.index_dtype().size(),
-        Operand::Acc => Reduction::mean_accumulator(key.dtype()).map_or(0, |acc| acc.size()),
-        Operand::Count => COUNT_SIZE,
+        Operand::Sums => Reduction::mean_accumulator(key.dtype()).map_or(0, |acc| acc.size()),
+        Operand::Counts => COUNT_SIZE,
     }
 }
 
@@ -117,26 +118,88 @@ impl Variant {
     }
 }
 
-/// Where one access's strides live in the parameter block.
+/// A set of a tensor's dims (bit `j`: dim `j`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Dims(u16);
+
+// Every dim of every tensor has a bit.
+const _: () = assert!(MAX_DEPTH <= u16::BITS as usize);
+
+impl Dims {
+    /// The set with `dim` added.
+    fn with(self, dim: usize) -> Dims {
+        Dims(self.0 | 1 << dim)
+    }
+
+    /// Whether the set has no dim.
+    pub(crate) fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The dims in the set, lowest first.
+    pub(crate) fn iter(self) -> impl Iterator<Item = usize> {
+        let mut rest = self.0;
+        std::iter::from_fn(move || {
+            let dim = (rest != 0).then(|| rest.trailing_zeros() as usize)?;
+            rest &= rest - 1;
+            Some(dim)
+        })
+    }
+
+    /// The sum of `strides` over the set (0 for the empty set).
+    pub(crate) fn sum(self, strides: &[isize]) -> i64 {
+        self.iter().map(|dim| strides[dim] as i64).sum()
+    }
+}
+
+/// Where one access's strides live in the parameter block, and what they are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct AccessSlots {
     /// The tensor accessed.
     pub operand: Operand,
-    /// First of `depth` slots: element strides along each domain dim.
+    /// First of `depth` slots: element strides along each domain dim, in loop order.
     pub strides_at: usize,
+    /// Per domain dim `d`: the dims of `operand` whose coordinate is loop variable `d`. The
+    /// access's stride along `d` is the sum of their element strides (0 for none: the
+    /// access stays put along `d`).
+    pub along: [Dims; MAX_DEPTH],
     /// Slot of the element stride along the indexed dim, if the access has one.
     pub indexed_stride_at: Option<usize>,
+    /// The dim of `operand` whose coordinate is the index value (empty if none): what
+    /// `indexed_stride_at` holds the stride of.
+    pub indexed: Dims,
 }
 
-/// The parameter block of one pass.
+impl AccessSlots {
+    /// The stride along domain dim `d` that [`Variant::Contiguous`] needs of this access
+    /// when `d` is the innermost loop: one element if its coordinates use `d`, none if not.
+    pub(crate) fn contiguous_stride(&self, d: usize) -> i64 {
+        i64::from(!self.along[d].is_empty())
+    }
+}
+
+/// The parameter block of one pass: where each slot lives and what a call writes there,
+/// from the shapes and strides of its operands. This is the binding recipe, derived once
+/// per loop nest: the runtime evaluates it in Rust (`kernel::bind`), an ahead-of-time
+/// entry emits CLIF that evaluates it (`aot::entry`).
+///
+/// The dims and each access's strides take one slot per loop, and are given here per
+/// domain dim: the caller picks a loop order (`order[n]`: the domain dim loop `n` walks),
+/// and slot `n` of each such run holds the value for domain dim `order[n]`. The other
+/// slots are read by position: the indexed strides, the bound, and those the pass itself
+/// writes (the error slots) or a listed call fills (the row list).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ParamLayout {
     /// Rank of the iteration domain; dims live in slots `0..depth`.
     pub depth: usize,
+    /// The operand whose dims the dim slots hold: domain dim `d` is its dim `d`.
+    pub domain: Operand,
     /// One entry per access, in [`accesses`] order.
     pub accesses: Vec<AccessSlots>,
     /// Slot of the index bound `s`.
     pub bound_at: Option<usize>,
+    /// What the bound slot holds: the size of this operand's dim.
+    pub bound: Option<(Operand, usize)>,
     /// First of `depth` slots that receive the loop counters of a bad index.
     pub err_at: usize,
     /// Slot of the address of the row list that a listed pass's outermost loop walks
@@ -179,10 +242,20 @@ impl ParamLayout {
                     next += 1;
                     next - 1
                 });
+                let mut along = [Dims::default(); MAX_DEPTH];
+                let mut indexed = Dims::default();
+                for (j, coord) in a.coords.iter().enumerate() {
+                    match *coord {
+                        Coord::Loop(d) => along[d] = along[d].with(j),
+                        Coord::Index => indexed = indexed.with(j),
+                    }
+                }
                 AccessSlots {
                     operand: a.operand,
                     strides_at,
+                    along,
                     indexed_stride_at,
+                    indexed,
                 }
             })
             .collect();
@@ -194,8 +267,10 @@ impl ParamLayout {
         debug_assert!(depth <= MAX_DEPTH && len <= MAX_PARAMS);
         ParamLayout {
             depth,
+            domain: nest.domain,
             accesses,
             bound_at,
+            bound: nest.bound,
             err_at: next,
             list_at: next + depth,
             len,
@@ -222,5 +297,49 @@ mod tests {
         assert_eq!(layout.err_at, 10);
         assert_eq!(layout.list_at, 12);
         assert_eq!(layout.len, 13);
+        // What they hold: indices' dims, out's strides with dim 1 indexed, out's dim 1.
+        assert_eq!(layout.domain, Operand::Indices);
+        assert_eq!(layout.accesses[2].operand, Operand::Output);
+        let along: Vec<Vec<usize>> = layout.accesses[2].along[..2]
+            .iter()
+            .map(|d| d.iter().collect())
+            .collect();
+        assert_eq!(along, [vec![0], vec![]]);
+        assert_eq!(layout.accesses[2].indexed.iter().collect::<Vec<_>>(), [1]);
+        assert_eq!(layout.bound, Some((Operand::Output, 1)));
+    }
+
+    #[test]
+    fn gather_data_strides_skip_the_index_loops() {
+        // out[a, i, j, b] = data[a, idx[i, j], b]: data's dims 0 and 2 follow loops 0 and 3.
+        let key = KernelKey::gather(DType::F32, DType::I64, 3, 2, 1).unwrap();
+        let plan = Plan::new(key);
+        let layout = ParamLayout::of(plan.pass(PassKind::Apply).unwrap());
+        let data = &layout.accesses[1];
+        assert_eq!(data.operand, Operand::Data);
+        let along: Vec<Vec<usize>> = data.along[..layout.depth]
+            .iter()
+            .map(|d| d.iter().collect())
+            .collect();
+        assert_eq!(along, [vec![0], vec![], vec![], vec![2]]);
+        assert_eq!(data.indexed.iter().collect::<Vec<_>>(), [1]);
+        assert_eq!(
+            (0..4)
+                .map(|d| data.contiguous_stride(d))
+                .collect::<Vec<_>>(),
+            [1, 0, 0, 1]
+        );
+        assert_eq!(layout.bound, Some((Operand::Data, 1)));
+    }
+
+    #[test]
+    fn dims_sum_their_strides() {
+        let dims = Dims::default().with(0).with(2).with(MAX_DEPTH - 1);
+        assert_eq!(dims.iter().collect::<Vec<_>>(), [0, 2, MAX_DEPTH - 1]);
+        let mut strides = [0isize; MAX_DEPTH];
+        (strides[0], strides[1], strides[2], strides[MAX_DEPTH - 1]) = (5, 100, -3, 7);
+        assert_eq!(dims.sum(&strides), 9);
+        assert_eq!(Dims::default().sum(&strides), 0);
+        assert!(Dims::default().is_empty() && !dims.is_empty());
     }
 }

@@ -3,7 +3,9 @@
 //! dtype codes. `include/scatterjit_abi.h` declares the same types for C; a test checks
 //! that its offsets and constants agree with these.
 
-use scatterjit_ir::{DType, DTypeClass, Error as IrError, Mismatch, OpKind, TensorRole, MAX_RANK};
+use std::mem::offset_of;
+
+use scatterjit_ir::{DType, DTypeClass, Error as IrError, Mismatch, OpKind, Operand, MAX_RANK};
 
 use crate::error::Error;
 
@@ -181,31 +183,43 @@ pub fn dtype_of_code(code: u32) -> Option<DType> {
         .find(|&d| dtype_code(d) == Some(code))
 }
 
-/// The field of [`SjArgs`] that holds `role`'s descriptor, as C code and messages name it.
-pub(crate) const fn field(role: TensorRole) -> &'static str {
-    match role {
-        TensorRole::Data => "data",
-        TensorRole::Indices => "indices",
-        TensorRole::Updates => "updates",
-        TensorRole::Output => "out",
+/// The field of [`SjArgs`] that holds `operand`, as C code and messages name it: its
+/// descriptor's, or for `mean`'s scratch the workspace.
+pub(crate) const fn field(operand: Operand) -> &'static str {
+    match operand {
+        Operand::Data => "data",
+        Operand::Indices => "indices",
+        Operand::Updates => "updates",
+        Operand::Output => "out",
+        Operand::Sums | Operand::Counts => "workspace",
     }
 }
 
-/// The operands a kernel of `kind` takes, each with its rank under `key` (in `SjArgs`
-/// order).
-pub(crate) fn roles(key: &scatterjit_ir::KernelKey) -> Vec<(TensorRole, usize)> {
+/// The offset in [`SjArgs`] of the descriptor of `operand`, one of [`Operand::TENSORS`].
+pub(crate) const fn descriptor_offset(operand: Operand) -> usize {
+    match operand {
+        Operand::Data => offset_of!(SjArgs, data),
+        Operand::Indices => offset_of!(SjArgs, indices),
+        Operand::Updates => offset_of!(SjArgs, updates),
+        Operand::Output => offset_of!(SjArgs, out),
+        Operand::Sums | Operand::Counts => panic!("scratch has no descriptor"),
+    }
+}
+
+/// The tensors a kernel of `key` takes, each with its rank (in `SjArgs` order).
+pub(crate) fn operands(key: &scatterjit_ir::KernelKey) -> Vec<(Operand, usize)> {
     let r = key.rank();
     match key.kind() {
         OpKind::ScatterElements => vec![
-            (TensorRole::Data, r),
-            (TensorRole::Indices, r),
-            (TensorRole::Updates, r),
-            (TensorRole::Output, r),
+            (Operand::Data, r),
+            (Operand::Indices, r),
+            (Operand::Updates, r),
+            (Operand::Output, r),
         ],
         OpKind::GatherElements | OpKind::Gather => vec![
-            (TensorRole::Data, r),
-            (TensorRole::Indices, key.index_rank()),
-            (TensorRole::Output, key.out_rank()),
+            (Operand::Data, r),
+            (Operand::Indices, key.index_rank()),
+            (Operand::Output, key.out_rank()),
         ],
     }
 }

@@ -68,6 +68,64 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
     )
 }
 
+/// [`first_bad`]'s scan that also writes every index, normalized to `[0, s)`, as a
+/// little-endian unsigned integer of `width` bytes (2 or 4, which must hold `s - 1`) into
+/// `out` (`width` bytes per index). Returns whether every index was in range; when not,
+/// `out` holds garbage and the caller asks [`first_bad`] which index was the first bad one.
+pub(crate) fn compact_into(
+    dtype: DType,
+    bytes: &[u8],
+    s: usize,
+    width: usize,
+    out: &mut [u8],
+) -> bool {
+    debug_assert!(matches!(width, 2 | 4) && (s as u64) <= 1 << (8 * width));
+    match width {
+        2 => compact_as::<2>(dtype, bytes, s, out),
+        _ => compact_as::<4>(dtype, bytes, s, out),
+    }
+}
+
+/// [`compact_into`] for a width known at compile time, so that the loop vectorizes.
+fn compact_as<const W: usize>(dtype: DType, bytes: &[u8], s: usize, out: &mut [u8]) -> bool {
+    scatterjit_ir::match_integer!(
+        dtype,
+        T => {
+            let signed = T::MIN != 0;
+            let size = std::mem::size_of::<T>();
+            let (bias, limit) = if signed {
+                (s as u64, (s as u64).wrapping_mul(2))
+            } else {
+                (0, s as u64)
+            };
+            // As in `first_bad`; s is at most 2^32 here, far below its fast path's bound.
+            #[allow(clippy::unnecessary_cast)]
+            let block_ok = |(from, to): (&[u8], &mut [u8])| {
+                let mut flags = 0u64;
+                for (e, o) in from.chunks_exact(size).zip(to.chunks_exact_mut(W)) {
+                    let k = T::from_le_bytes(e.try_into().expect("one element")) as i64;
+                    let u = (k as u64).wrapping_add(bias);
+                    flags |= !u.wrapping_sub(limit) | u;
+                    // Negative k becomes k + s; in range, the result is below s.
+                    let n = k.wrapping_add(s as i64 & (k >> 63)) as u32;
+                    let n: [u8; W] = n.to_le_bytes()[..W].try_into().expect("W <= 4");
+                    o.copy_from_slice(&n);
+                }
+                flags >> 63 == 0
+            };
+            if bytes.len() / size >= PARALLEL_FROM {
+                bytes
+                    .par_chunks(BLOCK * size)
+                    .zip(out.par_chunks_mut(BLOCK * W))
+                    .all(block_ok)
+            } else {
+                bytes.chunks(BLOCK * size).zip(out.chunks_mut(BLOCK * W)).all(block_ok)
+            }
+        },
+        _ => unreachable!("validation admits only integer index dtypes"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,12 +181,47 @@ mod tests {
                 assert_eq!(got, want, "u64 {u} against {s}");
             }
         }
+        let mut compact = [0u8; 8];
+        assert!(compact_into(
+            DType::I64,
+            &bytes_i64(&[0, -3, 2, -1]),
+            3,
+            2,
+            &mut compact
+        ));
+        assert_eq!(compact, [0, 0, 0, 0, 2, 0, 2, 0]);
+        assert!(!compact_into(
+            DType::I64,
+            &bytes_i64(&[0, 3, -4, 1]),
+            3,
+            2,
+            &mut compact
+        ));
+        assert!(!compact_into(DType::U64, &u64s, 3, 2, &mut compact[..4]));
+        let mut wide = [0u8; 8];
+        assert!(compact_into(
+            DType::I32,
+            &[5, 0, 0, 0, 255, 255, 255, 255],
+            1 << 20,
+            4,
+            &mut wide
+        ));
+        assert_eq!(wide, [5, 0, 0, 0, 255, 255, 15, 0]);
         let mut many = vec![1i64; 3 * PARALLEL_FROM];
         many[2 * PARALLEL_FROM + 5] = -9;
         many[2 * PARALLEL_FROM + 7] = 9;
         assert_eq!(
             first_bad(DType::I64, &bytes_i64(&many), 4),
             Some(2 * PARALLEL_FROM + 5)
+        );
+        let mut out = vec![0u8; 2 * many.len()];
+        assert!(!compact_into(DType::I64, &bytes_i64(&many), 4, 2, &mut out));
+        many[2 * PARALLEL_FROM + 5] = -1;
+        many[2 * PARALLEL_FROM + 7] = 3;
+        assert!(compact_into(DType::I64, &bytes_i64(&many), 4, 2, &mut out));
+        assert_eq!(
+            &out[4 * PARALLEL_FROM + 10..4 * PARALLEL_FROM + 16],
+            [3, 0, 1, 0, 3, 0]
         );
     }
 }

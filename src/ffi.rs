@@ -11,7 +11,7 @@ use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use scatterjit_ir::{DType, Error as IrError, KernelKey, Meta, OpKind, TensorRole, MAX_RANK};
+use scatterjit_ir::{DType, Error as IrError, KernelKey, Meta, OpKind, Operand, MAX_RANK};
 
 use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 use crate::error::Error;
@@ -200,19 +200,19 @@ impl Described {
     }
 }
 
-/// Reads the descriptor of `role` and checks it against the kernel's rank and dtype for
-/// that role.
+/// Reads the descriptor of `operand` and checks it against the kernel's rank and dtype for
+/// that operand.
 ///
 /// # Safety
 /// `t` is NULL or points to a valid descriptor whose shape and strides arrays have `ndim`
 /// entries.
 unsafe fn describe(
     t: *const SjTensor,
-    role: TensorRole,
+    operand: Operand,
     rank: usize,
     dtype: DType,
 ) -> Result<Described, Failure> {
-    let name = cabi::field(role);
+    let name = cabi::field(operand);
     if t.is_null() {
         return Err(Failure(Status::NullPointer, format!("args.{name} is NULL")));
     }
@@ -338,56 +338,56 @@ unsafe fn describe(
 unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
     let key = *kernel.key();
     let mut described = Vec::new();
-    for (role, rank) in cabi::roles(&key) {
-        let pointer = match role {
-            TensorRole::Data => args.data,
-            TensorRole::Indices => args.indices,
-            TensorRole::Updates => args.updates,
-            TensorRole::Output => args.out,
+    for (operand, rank) in cabi::operands(&key) {
+        let pointer = match operand {
+            Operand::Data => args.data,
+            Operand::Indices => args.indices,
+            Operand::Updates => args.updates,
+            Operand::Output => args.out,
+            Operand::Sums | Operand::Counts => unreachable!("a key's operands are tensors"),
         };
-        let dtype = match role {
-            TensorRole::Indices => key.index_dtype(),
+        let dtype = match operand {
+            Operand::Indices => key.index_dtype(),
             _ => key.dtype(),
         };
         // SAFETY: forwarded from the caller's promise.
-        described.push((role, unsafe { describe(pointer, role, rank, dtype)? }));
+        described.push((operand, unsafe { describe(pointer, operand, rank, dtype)? }));
     }
-    let get = |role: TensorRole| {
+    let get = |operand: Operand| {
         described
             .iter()
-            .find(|d| d.0 == role)
+            .find(|d| d.0 == operand)
             .map(|d| &d.1)
-            .expect("every role of the key is described")
+            .expect("every operand of the key is described")
     };
     // Shapes first (as the op states them), then memory.
     fn meta(d: &Described) -> Meta<'_> {
         Meta::new(d.dtype, &d.shape)
     }
-    let updates_meta =
-        (key.kind() == OpKind::ScatterElements).then(|| meta(get(TensorRole::Updates)));
+    let updates_meta = (key.kind() == OpKind::ScatterElements).then(|| meta(get(Operand::Updates)));
     let out_shape = kernel.validate_meta(
-        meta(get(TensorRole::Data)),
-        meta(get(TensorRole::Indices)),
+        meta(get(Operand::Data)),
+        meta(get(Operand::Indices)),
         updates_meta,
     )?;
-    kernel.check_out(meta(get(TensorRole::Output)), &out_shape)?;
-    let out = get(TensorRole::Output);
-    let data = get(TensorRole::Data);
+    kernel.check_out(meta(get(Operand::Output)), &out_shape)?;
+    let out = get(Operand::Output);
+    let data = get(Operand::Data);
     let in_place = key.kind() == OpKind::ScatterElements
         && out.start == data.start
         && out.len == data.len
         && out.offset == data.offset
         && out.shape == data.shape
         && out.strides == data.strides;
-    for (role, input) in described.iter().filter(|d| d.0 != TensorRole::Output) {
+    for (operand, input) in described.iter().filter(|d| d.0 != Operand::Output) {
         let shared = out.len > 0
             && input.len > 0
             && out.bytes().start < input.bytes().end
             && input.bytes().start < out.bytes().end;
-        if shared && !(in_place && *role == TensorRole::Data) {
+        if shared && !(in_place && *operand == Operand::Data) {
             return Err(Failure(
                 Status::Overlap,
-                format!("out shares memory with {}", cabi::field(*role)),
+                format!("out shares memory with {}", cabi::field(*operand)),
             ));
         }
     }
@@ -407,9 +407,9 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
     let mut out_view =
         TensorViewMut::new(out.dtype, &out.shape, &out.strides, out.offset, out_bytes)
             .map_err(|e| Failure(Status::Overlap, format!("out: {e}")))?;
-    let indices = view(get(TensorRole::Indices))?;
+    let indices = view(get(Operand::Indices))?;
     let updates = match key.kind() {
-        OpKind::ScatterElements => Some(view(get(TensorRole::Updates))?),
+        OpKind::ScatterElements => Some(view(get(Operand::Updates))?),
         _ => None,
     };
     let result = if in_place {

@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use scatterjit::ir::{interp, DType, Op, OpKind, Reduction, Tensor};
 use scatterjit::{Error, KernelCache, TensorView, TensorViewMut};
 use scatterjit_testkit::fuzzing::{agree, pools, Strided};
+use scatterjit_testkit::suite::SplitMix64;
 use scatterjit_testkit::values::{self, Sample};
 
 /// How an input is laid out in memory.
@@ -64,77 +65,45 @@ pub struct Case {
     pub seed: u64,
 }
 
-const NUMERIC: &[DType] = &[
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::Bool,
-    DType::Complex64,
-    DType::Complex128,
-];
+/// Every dtype with bytes of its own (all but strings).
+fn numeric() -> Vec<DType> {
+    DType::ALL
+        .iter()
+        .copied()
+        .filter(|&d| d != DType::String)
+        .collect()
+}
 
-const INDEX: &[DType] = &[
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-];
-
-/// SplitMix64: values from the case's seed, so a case is reproducible from its Debug print.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
+/// The index dtypes.
+fn index_dtypes() -> Vec<DType> {
+    DType::ALL
+        .iter()
+        .copied()
+        .filter(|d| d.is_integer())
+        .collect()
 }
 
 /// Random element bytes: floats favour specials (NaN, ±0, ±inf) and small integers so that
 /// sums, products and comparisons are exercised at their edges.
-fn random_element(dtype: DType, rng: &mut Rng, out: &mut [u8]) {
-    let pick_float = |rng: &mut Rng| -> f64 {
-        match rng.below(12) {
+fn random_element(dtype: DType, rng: &mut SplitMix64, out: &mut [u8]) {
+    let pick_float = |rng: &mut SplitMix64| -> f64 {
+        match rng.below_u64(12) {
             0 => f64::NAN,
             1 => 0.0,
             2 => -0.0,
             3 => f64::INFINITY,
             4 => f64::NEG_INFINITY,
-            5 | 6 => (rng.below(2001) as f64 - 1000.0) / 8.0,
+            5 | 6 => (rng.below_u64(2001) as f64 - 1000.0) / 8.0,
             7 => 2048.0,
-            _ => (rng.below(21) as f64) - 10.0,
+            _ => (rng.below_u64(21) as f64) - 10.0,
         }
     };
     let sample = Sample {
         re: pick_float(rng),
         im: pick_float(rng),
-        bits: match rng.below(4) {
-            0 => rng.next(),                   // anything, extremes included
-            _ => rng.below(7).wrapping_sub(3), // small, around zero
+        bits: match rng.below_u64(4) {
+            0 => rng.next_u64(),                   // anything, extremes included
+            _ => rng.below_u64(7).wrapping_sub(3), // small, around zero
         },
     };
     values::write(dtype, sample, out);
@@ -144,14 +113,12 @@ fn random_element(dtype: DType, rng: &mut Rng, out: &mut [u8]) {
 const PIECES: &[&str] = &["", "a", "Z", " ", "é", "ß", "日本", "🦀", "\u{301}", "q7"];
 
 /// A short random string: often empty, often not ASCII.
-fn random_string(rng: &mut Rng) -> String {
-    let n = rng.below(4);
-    (0..n)
-        .map(|_| PIECES[rng.below(PIECES.len() as u64) as usize])
-        .collect()
+fn random_string(rng: &mut SplitMix64) -> String {
+    let n = rng.below_u64(4);
+    (0..n).map(|_| rng.pick(PIECES)).collect()
 }
 
-fn random_tensor(dtype: DType, shape: &[usize], rng: &mut Rng) -> Tensor {
+fn random_tensor(dtype: DType, shape: &[usize], rng: &mut SplitMix64) -> Tensor {
     let n: usize = shape.iter().product();
     if dtype == DType::String {
         let values: Vec<String> = (0..n).map(|_| random_string(rng)).collect();
@@ -224,7 +191,7 @@ impl Case {
 
     /// Contiguous inputs: data, indices (in range unless `bad` says otherwise), updates.
     pub fn tensors(&self) -> (Tensor, Tensor, Option<Tensor>) {
-        let mut rng = Rng(self.seed);
+        let mut rng = SplitMix64(self.seed);
         let data = random_tensor(self.dtype, &self.data_shape, &mut rng);
         let s = self.axis_size() as i128;
         let n: usize = self.index_shape.iter().product();
@@ -241,7 +208,7 @@ impl Case {
             let v = if span == 0 {
                 0
             } else {
-                low + rng.below(span) as i128
+                low + rng.below_u64(span) as i128
             };
             idx.extend(index_bytes(self.index_dtype, v.clamp(lo, hi)));
         }
@@ -338,10 +305,10 @@ pub fn lay_out(t: &Tensor, layout: Layout, axis: usize, rng_seed: u64) -> Stride
             offset: 0,
         };
     }
-    let mut rng = Rng(rng_seed);
+    let mut rng = SplitMix64(rng_seed);
     let padded: Vec<usize> = shape
         .iter()
-        .map(|&d| d + 1 + rng.below(2) as usize)
+        .map(|&d| d + 1 + rng.below_u64(2) as usize)
         .collect();
     let mut strides: Vec<isize> = if layout == Layout::ColumnMajor {
         let reversed: Vec<usize> = padded.iter().rev().copied().collect();
@@ -491,34 +458,27 @@ pub fn case() -> impl Strategy<Value = Case> {
         1 => Just(OpKind::Gather),
     ];
     let dtype = prop_oneof![
-        NUMERIC.len() as u32 => prop::sample::select(NUMERIC),
+        numeric().len() as u32 => prop::sample::select(numeric()),
         2 => Just(DType::String),
     ];
     case_of(kind, dtype, prop::sample::select(Reduction::ALL))
 }
 
 /// The dtypes `mean` applies to.
-const MEAN: &[DType] = &[
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-];
+fn mean_dtypes() -> Vec<DType> {
+    DType::ALL
+        .iter()
+        .copied()
+        .filter(|&d| Reduction::Mean.supports(d))
+        .collect()
+}
 
 /// Scatter `mean` (its init, apply and finish nests) on every dtype it applies to, with and
 /// without the initial values, in every layout [`case`] draws.
 fn mean_case() -> impl Strategy<Value = Case> {
     case_of(
         Just(OpKind::ScatterElements),
-        prop::sample::select(MEAN),
+        prop::sample::select(mean_dtypes()),
         Just(Reduction::Mean),
     )
 }
@@ -533,7 +493,7 @@ fn case_of(
     (
         kind,
         dtype,
-        prop::sample::select(INDEX),
+        prop::sample::select(index_dtypes()),
         1usize..=5,
         0usize..=3,
         reduction,
@@ -617,7 +577,7 @@ fn case_of(
 /// packed, padded or broadcast, bad indices where a slice's index is read.
 pub fn engine_case() -> impl Strategy<Value = Case> {
     engine_case_of(
-        prop::sample::select(NUMERIC),
+        prop::sample::select(numeric()),
         prop::sample::select(Reduction::ALL),
     )
 }
@@ -629,7 +589,7 @@ fn engine_case_of(
 ) -> impl Strategy<Value = Case> {
     (
         dtype,
-        prop::sample::select(INDEX),
+        prop::sample::select(index_dtypes()),
         1usize..=3,
         reduction,
         any::<bool>(),
@@ -702,6 +662,81 @@ fn engine_case_of(
         )
 }
 
+/// Scatter `mean` whose update rows (the last dim, off the axis) each land whole on one
+/// destination row, so that it can keep one count per row: an index constant along the
+/// last dim (expanded, row-broadcast, or materialized and uniform per slice) spanning
+/// data's last dim; rows short, or wide enough (thousands of elements) that a parallel
+/// pass would split them; updates in any layout, bad indices now and then.
+fn row_mean_case() -> impl Strategy<Value = Case> {
+    (
+        prop::sample::select(mean_dtypes()),
+        prop::sample::select(index_dtypes()),
+        2usize..=3,
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_flat_map(|(dtype, index_dtype, rank, init, seed)| {
+            (
+                Just((dtype, index_dtype, init, seed)),
+                prop::collection::vec(prop_oneof![1 => Just(0usize), 8 => 1usize..=3], rank),
+                0..rank - 1,
+                1usize..=6,
+                1usize..=8,
+                prop_oneof![3 => 1usize..=5, 1 => 1000usize..=2100],
+                prop_oneof![
+                    2 => Just(Layout::Expanded),
+                    2 => Just(Layout::RowBroadcast),
+                    1 => Just(Layout::Contiguous),
+                ],
+                prop_oneof![
+                    3 => Just(Layout::Contiguous),
+                    1 => Just(Layout::Padded),
+                    1 => Just(Layout::Reversed),
+                    1 => Just(Layout::ColumnMajor),
+                    1 => Just(Layout::Broadcast),
+                    1 => Just(Layout::RowBroadcast),
+                ],
+                layout(),
+                bad_index(),
+            )
+        })
+        .prop_map(
+            |(
+                (dtype, index_dtype, use_init_val, seed),
+                dims,
+                axis,
+                size,
+                slices,
+                row,
+                il,
+                ul,
+                dl,
+                bad,
+            )| {
+                let mut data_shape = dims.clone();
+                data_shape[axis] = size;
+                *data_shape.last_mut().expect("rank 2 or more") = row;
+                let mut index_shape = data_shape.clone();
+                index_shape[axis] = slices;
+                Case {
+                    kind: OpKind::ScatterElements,
+                    dtype,
+                    index_dtype,
+                    update_extra: vec![0; index_shape.len()],
+                    data_shape,
+                    index_shape,
+                    axis: axis as i64,
+                    reduction: Reduction::Mean,
+                    use_init_val,
+                    layouts: [dl, il, ul],
+                    bad,
+                    uniform_slices: seed % 2 == 0,
+                    seed,
+                }
+            },
+        )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
 
@@ -732,9 +767,17 @@ proptest! {
         }
     }
 
+    /// One count per destination row (see [`row_mean_case`]).
+    #[test]
+    fn mean_of_whole_rows_agrees_with_interpreter(case in row_mean_case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
     #[test]
     fn mean_on_the_parallel_engine_agrees_with_interpreter(
-        case in engine_case_of(prop::sample::select(MEAN), Just(Reduction::Mean)),
+        case in engine_case_of(prop::sample::select(mean_dtypes()), Just(Reduction::Mean)),
     ) {
         if let Err(message) = check(&case) {
             prop_assert!(false, "{}", message);
@@ -956,7 +999,7 @@ fn named_edge_cases() {
     // Every reduction of every numeric dtype on a duplicate-heavy 1-D problem: on three
     // threads, the integer and bool ones reduce into partial outputs (strings follow:
     // `none` must agree, the others must be the same error).
-    for &dtype in NUMERIC.iter().chain([&DType::String]) {
+    for dtype in DType::ALL.iter().copied() {
         for &reduction in Reduction::ALL {
             for use_init_val in [true, false] {
                 let case = named(
@@ -972,6 +1015,38 @@ fn named_edge_cases() {
                 );
                 if let Err(m) = check(&case) {
                     panic!("{case:?}\n{m}");
+                }
+            }
+        }
+    }
+}
+
+/// GatherElements over an axis too long for u16 indices, so that wide indices compact to
+/// u32 (shorter axes compact to u16 in the random cases), every wide index dtype, with
+/// and without a bad index at the start, the middle and the end.
+#[test]
+fn gather_elements_over_long_axes_agrees_with_interpreter() {
+    for index_dtype in [DType::I32, DType::I64, DType::U32, DType::U64] {
+        for bad in [
+            None,
+            Some((0, BadIndex::Size)),
+            Some((9, BadIndex::BeforeStart)),
+            Some((19, BadIndex::Max)),
+        ] {
+            for (data, indices, axis) in [([2, 70_000], [2, 10], 1), ([65_537, 2], [10, 2], -2)] {
+                let case = named(
+                    OpKind::GatherElements,
+                    DType::F32,
+                    index_dtype,
+                    &data,
+                    &indices,
+                    axis,
+                    Reduction::None,
+                    true,
+                    bad,
+                );
+                if let Err(message) = check(&case) {
+                    panic!("{case:?}: {message}");
                 }
             }
         }

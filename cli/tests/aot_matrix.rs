@@ -6,6 +6,7 @@
 
 use scatterjit::ir::{interp, Error as IrError};
 use scatterjit::{DType, KernelKey, OpKind, Reduction, Tensor};
+use scatterjit_testkit::suite::SplitMix64;
 use scatterjit_testkit::values::{self, Sample};
 
 /// The keys of the matrix: ScatterElements along either axis with every reduction that
@@ -59,27 +60,6 @@ pub fn table(keys: &[KernelKey]) -> String {
     c
 }
 
-/// SplitMix64: a small deterministic generator, so a failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
-    }
-}
-
 /// An operand as it lies in the memory the C program gets: its element strides, the
 /// byte offset of element 0 and the whole buffer (elements and the gaps between them).
 #[derive(Clone)]
@@ -93,7 +73,7 @@ struct Placed {
 
 /// Lays `tensor` out with `strides` (row-major if `None`) in a buffer whose gaps hold
 /// `rng`'s bytes.
-fn place(tensor: &Tensor, strides: Option<Vec<i64>>, rng: &mut Rng) -> Placed {
+fn place(tensor: &Tensor, strides: Option<Vec<i64>>, rng: &mut SplitMix64) -> Placed {
     let size = tensor.dtype().size();
     let (mut low, mut high) = (0i64, 0i64);
     for (&n, &s) in tensor.shape().iter().zip(&steps(tensor.shape(), &strides)) {
@@ -106,7 +86,7 @@ fn place(tensor: &Tensor, strides: Option<Vec<i64>>, rng: &mut Rng) -> Placed {
     } else {
         (high - low + 1) as usize
     };
-    let gaps: Vec<u8> = (0..len * size).map(|_| rng.next() as u8).collect();
+    let gaps: Vec<u8> = (0..len * size).map(|_| rng.next_u64() as u8).collect();
     let mut placed = Placed {
         tensor: tensor.clone(),
         strides,
@@ -150,16 +130,16 @@ impl Placed {
 
 /// Random element values that keep every result exact and free of NaN: floats are small
 /// multiples of 1/2 (and -0.0), bools 0 or 1, integers any bits.
-fn values(dtype: DType, shape: &[usize], rng: &mut Rng) -> Tensor {
+fn values(dtype: DType, shape: &[usize], rng: &mut SplitMix64) -> Tensor {
     let n: usize = shape.iter().product();
-    let float = |rng: &mut Rng| match rng.below(12) {
+    let float = |rng: &mut SplitMix64| match rng.below(12) {
         0 => -0.0,
         k => (k as f64 - 6.0) * 0.5,
     };
     let samples = (0..n).map(|_| Sample {
         re: float(rng),
         im: float(rng),
-        bits: rng.next(),
+        bits: rng.next_u64(),
     });
     let bytes = values::bytes(dtype, samples);
     Tensor::from_bytes(dtype, shape.to_vec(), bytes).expect("values of the shape")
@@ -167,7 +147,13 @@ fn values(dtype: DType, shape: &[usize], rng: &mut Rng) -> Tensor {
 
 /// Indices into a dim of `bound` elements: in range, a quarter of them in their negative
 /// form; with `uniform`, equal along each row (the last dim).
-fn indices(dtype: DType, shape: &[usize], bound: usize, uniform: bool, rng: &mut Rng) -> Tensor {
+fn indices(
+    dtype: DType,
+    shape: &[usize],
+    bound: usize,
+    uniform: bool,
+    rng: &mut SplitMix64,
+) -> Tensor {
     let n: usize = shape.iter().product();
     let row = shape.last().copied().unwrap_or(1).max(1);
     let mut picks: Vec<i64> = Vec::with_capacity(n);
@@ -226,7 +212,7 @@ pub struct Case {
 
 /// Random element strides for an input of `shape` (rank 2): transposed, rows reversed, or
 /// rows padded (unit inner steps, so the contiguous variant still applies).
-fn strides(shape: &[usize], rng: &mut Rng) -> Vec<i64> {
+fn strides(shape: &[usize], rng: &mut SplitMix64) -> Vec<i64> {
     let (rows, cols) = (shape[0] as i64, shape[1] as i64);
     match rng.below(3) {
         0 => vec![1, rows],
@@ -237,7 +223,7 @@ fn strides(shape: &[usize], rng: &mut Rng) -> Vec<i64> {
 
 /// Five cases per key, one per [`Layout`] (no in-place case for the gathers).
 pub fn cases(keys: &[KernelKey]) -> Vec<Case> {
-    let mut rng = Rng(0x5ca7_7e41);
+    let mut rng = SplitMix64(0x5ca7_7e41);
     let mut cases = Vec::new();
     for (kernel, key) in keys.iter().enumerate() {
         for layout in [
@@ -256,7 +242,7 @@ pub fn cases(keys: &[KernelKey]) -> Vec<Case> {
     cases
 }
 
-fn case(kernel: usize, key: &KernelKey, layout: Layout, rng: &mut Rng) -> Case {
+fn case(kernel: usize, key: &KernelKey, layout: Layout, rng: &mut SplitMix64) -> Case {
     let dtype = key.dtype();
     let index_dtype = key.index_dtype();
     // Rows from one element to past the 128 bytes where row copies call memcpy.
@@ -297,7 +283,7 @@ fn case(kernel: usize, key: &KernelKey, layout: Layout, rng: &mut Rng) -> Case {
         picks = index_tensor(index_dtype, &index_shape, &all);
     }
     let strided = layout == Layout::Strided;
-    let input = |t: &Tensor, rng: &mut Rng| {
+    let input = |t: &Tensor, rng: &mut SplitMix64| {
         let s = (strided && t.shape().len() == 2).then(|| strides(t.shape(), rng));
         place(t, s, rng)
     };
@@ -312,7 +298,7 @@ fn case(kernel: usize, key: &KernelKey, layout: Layout, rng: &mut Rng) -> Case {
         let garbage: Vec<u8> = (0..n * dtype.size())
             .map(|_| match dtype {
                 DType::Bool => rng.below(2) as u8,
-                _ => rng.next() as u8,
+                _ => rng.next_u64() as u8,
             })
             .collect();
         let t = Tensor::from_bytes(dtype, shape, garbage).expect("out of the shape");

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::dtype::DType;
-use crate::kind::{OpKind, TensorRole};
+use crate::kind::{OpKind, Operand};
 use crate::reduction::Reduction;
 use crate::shape::Relation;
 
@@ -33,7 +33,7 @@ pub enum Error {
         /// The op.
         op: OpKind,
         /// Which input.
-        tensor: TensorRole,
+        tensor: Operand,
         /// Its rank.
         rank: usize,
         /// What the op expects, in words (`"the rank of data (2)"`, `"at least 1"`).
@@ -66,7 +66,7 @@ pub enum Error {
         /// The op.
         op: OpKind,
         /// The tensor whose dimension is wrong.
-        tensor: TensorRole,
+        tensor: Operand,
         /// Which dimension.
         dim: usize,
         /// Its size.
@@ -74,7 +74,7 @@ pub enum Error {
         /// The relation that fails.
         relation: Relation,
         /// The tensor it is compared with.
-        other: TensorRole,
+        other: Operand,
         /// The size of that tensor's dimension `dim`.
         other_size: usize,
     },
@@ -90,7 +90,7 @@ pub enum Error {
         /// The op.
         op: OpKind,
         /// Which tensor.
-        tensor: TensorRole,
+        tensor: Operand,
         /// data's dtype.
         expected: DType,
         /// Its dtype.
@@ -103,7 +103,7 @@ pub enum Error {
         /// The kernel's key, printed.
         kernel: String,
         /// The first operand (data, then indices) whose dtype or rank is not the kernel's.
-        tensor: TensorRole,
+        tensor: Operand,
         /// What differs.
         mismatch: Mismatch,
         /// The key of the kernel the operands need, printed.
@@ -155,7 +155,7 @@ pub enum Error {
         /// The op.
         op: OpKind,
         /// Which tensor.
-        tensor: TensorRole,
+        tensor: Operand,
         /// Its shape.
         shape: Vec<usize>,
     },
@@ -174,7 +174,7 @@ pub enum Error {
     /// A strided view that does not fit its buffer, or an output view whose elements overlap.
     InvalidView {
         /// Which tensor.
-        tensor: TensorRole,
+        tensor: Operand,
         /// What is wrong.
         reason: String,
     },
@@ -183,7 +183,7 @@ pub enum Error {
         /// The op.
         op: OpKind,
         /// The input it overlaps.
-        tensor: TensorRole,
+        tensor: Operand,
     },
     /// A list of elements whose length does not match the shape it is given.
     ElementCount {

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kind::{OpKind, TensorRole, MAX_RANK};
+use crate::kind::{OpKind, Operand, MAX_RANK};
 use crate::reduction::Reduction;
 
 /// What a kernel is specialized on: op, dtypes, ranks, axis and reduction. Shapes and strides
@@ -122,10 +122,10 @@ impl KernelKey {
             expected: format!("{min} to {MAX_RANK}"),
         };
         if !(1..=MAX_RANK).contains(&rank) {
-            return Err(rank_error(TensorRole::Data, rank, 1));
+            return Err(rank_error(Operand::Data, rank, 1));
         }
         if index_rank > MAX_RANK {
-            return Err(rank_error(TensorRole::Indices, index_rank, 0));
+            return Err(rank_error(Operand::Indices, index_rank, 0));
         }
         let axis = normalize_axis(kind, axis, rank)?;
         if !index_dtype.is_integer() {

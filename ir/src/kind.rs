@@ -1,4 +1,4 @@
-//! The names of things: the op families, the tensors an op takes, the largest rank.
+//! The names of things: the op families, the tensors a kernel touches, the largest rank.
 
 use std::fmt;
 
@@ -40,29 +40,75 @@ impl fmt::Display for OpKind {
     }
 }
 
-/// The role a tensor plays in an op; names tensors in messages. The C ABI's `SjArgs` has
-/// one field per role (the output's is `out`), and the loop nests'
-/// [`Operand`](crate::Operand) names the same tensors (the output is `Operand::Out`)
-/// besides `mean`'s scratch.
+/// A tensor a kernel touches: the four an op takes (a call's arguments; the C ABI's
+/// `SjArgs` has one field per each, in [`Operand::TENSORS`] order) and `mean`'s scratch.
+/// Messages and printed loop nests name it by [`Operand::name`]; the discriminant is its
+/// slot in the operand array of a compiled pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TensorRole {
+pub enum Operand {
     /// The tensor read from (gather) or copied and updated (scatter).
-    Data,
+    Data = 0,
     /// The integer positions along the axis.
-    Indices,
+    Indices = 1,
     /// The values scattered.
-    Updates,
-    /// The result.
-    Output,
+    Updates = 2,
+    /// The result (for a scatter it starts as a copy of data).
+    Output = 3,
+    /// `mean`'s scratch: wide per-element sums, shaped like the output.
+    Sums = 4,
+    /// `mean`'s scratch: per-element update counts (i64), shaped like the output.
+    Counts = 5,
 }
 
-impl fmt::Display for TensorRole {
+/// Number of operand slots of a compiled pass: one per [`Operand`].
+pub const OPERAND_SLOTS: usize = Operand::ALL.len();
+
+impl Operand {
+    /// Every operand, by slot.
+    pub const ALL: [Operand; 6] = [
+        Operand::Data,
+        Operand::Indices,
+        Operand::Updates,
+        Operand::Output,
+        Operand::Sums,
+        Operand::Counts,
+    ];
+
+    /// The tensors an op takes, in the order of the C ABI's `SjArgs` fields; the rest of
+    /// [`Operand::ALL`] is scratch.
+    pub const TENSORS: [Operand; 4] = [
+        Operand::Data,
+        Operand::Indices,
+        Operand::Updates,
+        Operand::Output,
+    ];
+
+    /// The name used in messages and printed loop nests.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Operand::Data => "data",
+            Operand::Indices => "indices",
+            Operand::Updates => "updates",
+            Operand::Output => "output",
+            Operand::Sums => "sums",
+            Operand::Counts => "counts",
+        }
+    }
+
+    /// Whether this is scratch a call allocates (`mean`'s sums and counts) rather than a
+    /// tensor of the op.
+    pub const fn is_scratch(self) -> bool {
+        matches!(self, Operand::Sums | Operand::Counts)
+    }
+
+    /// This operand's slot in the operand array of a compiled pass.
+    pub const fn slot(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Operand {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TensorRole::Data => "data",
-            TensorRole::Indices => "indices",
-            TensorRole::Updates => "updates",
-            TensorRole::Output => "output",
-        })
+        f.write_str(self.name())
     }
 }

@@ -24,10 +24,8 @@ pub use dtype::{DType, DTypeClass};
 pub use element::{Complex128, Complex64, Element};
 pub use error::{Error, Mismatch, Result};
 pub use key::{normalize_axis, KernelKey};
-pub use kind::{OpKind, TensorRole, MAX_RANK};
-pub use loopnest::{
-    Access, Combine, Coord, LoopNest, Operand, PassKind, Plan, Source, OPERAND_SLOTS,
-};
+pub use kind::{OpKind, Operand, MAX_RANK, OPERAND_SLOTS};
+pub use loopnest::{Access, Combine, Coord, LoopNest, PassKind, Plan, Source};
 pub use op::{checked_nbytes, checked_numel, Meta, Op, Validated};
 pub use reduction::{MeanAccumulator, Reduction};
 pub use shape::{DimRule, Relation};

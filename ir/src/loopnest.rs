@@ -5,42 +5,8 @@
 use std::fmt;
 
 use crate::key::KernelKey;
-use crate::kind::OpKind;
+use crate::kind::{OpKind, Operand};
 use crate::reduction::{MeanAccumulator, Reduction};
-
-/// The tensors a pass can touch. The discriminant is the operand's slot in a kernel call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Operand {
-    /// The op's `data` input.
-    Data = 0,
-    /// The op's `indices` input.
-    Indices = 1,
-    /// ScatterElements' `updates` input.
-    Updates = 2,
-    /// The result (for scatter it already holds a copy of data).
-    Out = 3,
-    /// `mean`'s wide per-element sums, shaped like Out.
-    Acc = 4,
-    /// `mean`'s per-element update counts (i64), shaped like Out.
-    Count = 5,
-}
-
-/// Number of operand slots in a kernel call.
-pub const OPERAND_SLOTS: usize = 6;
-
-impl Operand {
-    /// The name used when printing loop nests.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Operand::Data => "data",
-            Operand::Indices => "indices",
-            Operand::Updates => "updates",
-            Operand::Out => "out",
-            Operand::Acc => "acc",
-            Operand::Count => "count",
-        }
-    }
-}
 
 /// Where one dimension of an accessed tensor gets its coordinate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -220,7 +186,7 @@ impl Plan {
                     index: None,
                     bound: None,
                     source: Some(Source::Read(all(Operand::Data, r))),
-                    dest: Some(all(Operand::Out, r)),
+                    dest: Some(all(Operand::Output, r)),
                     count: None,
                     combine: Combine::Assign,
                 });
@@ -230,7 +196,7 @@ impl Plan {
                     domain: Operand::Indices,
                     depth: r,
                     index: Some(all(Operand::Indices, r)),
-                    bound: Some((Operand::Out, axis)),
+                    bound: Some((Operand::Output, axis)),
                     source: Some(source),
                     dest: Some(dest),
                     count,
@@ -240,7 +206,7 @@ impl Plan {
                 match reduction {
                     Reduction::None => passes.push(scatter(
                         updates,
-                        indexed(Operand::Out, r),
+                        indexed(Operand::Output, r),
                         None,
                         Combine::Assign,
                     )),
@@ -250,35 +216,35 @@ impl Plan {
                         // Sums and counts are shaped like out, and walked with it.
                         let each = |pass, source, dest, combine| LoopNest {
                             pass,
-                            domain: Operand::Out,
+                            domain: Operand::Output,
                             depth: r,
                             index: None,
                             bound: None,
                             source: Some(source),
                             dest: Some(all(dest, r)),
-                            count: Some(all(Operand::Count, r)),
+                            count: Some(all(Operand::Counts, r)),
                             combine,
                         };
                         let start = match key.use_init_val() {
-                            true => Source::Read(all(Operand::Out, r)),
+                            true => Source::Read(all(Operand::Output, r)),
                             false => Source::Identity(Reduction::Mean),
                         };
                         passes.push(each(
                             PassKind::Init,
                             start,
-                            Operand::Acc,
+                            Operand::Sums,
                             Combine::Start(acc),
                         ));
                         passes.push(scatter(
                             updates,
-                            indexed(Operand::Acc, r),
-                            Some(indexed(Operand::Count, r)),
+                            indexed(Operand::Sums, r),
+                            Some(indexed(Operand::Counts, r)),
                             Combine::Accumulate(acc),
                         ));
                         passes.push(each(
                             PassKind::Finish,
-                            Source::Read(all(Operand::Acc, r)),
-                            Operand::Out,
+                            Source::Read(all(Operand::Sums, r)),
+                            Operand::Output,
                             Combine::Finish {
                                 acc,
                                 with_init: key.use_init_val(),
@@ -289,7 +255,7 @@ impl Plan {
                         if !key.use_init_val() {
                             let mut init = scatter(
                                 Source::Identity(reduction),
-                                indexed(Operand::Out, r),
+                                indexed(Operand::Output, r),
                                 None,
                                 Combine::Assign,
                             );
@@ -298,7 +264,7 @@ impl Plan {
                         }
                         passes.push(scatter(
                             updates,
-                            indexed(Operand::Out, r),
+                            indexed(Operand::Output, r),
                             None,
                             Combine::Reduce(reduction),
                         ));
@@ -313,7 +279,7 @@ impl Plan {
                     index: Some(all(Operand::Indices, r)),
                     bound: Some((Operand::Data, axis)),
                     source: Some(Source::Read(indexed(Operand::Data, r))),
-                    dest: Some(all(Operand::Out, r)),
+                    dest: Some(all(Operand::Output, r)),
                     count: None,
                     combine: Combine::Assign,
                 });
@@ -327,7 +293,7 @@ impl Plan {
                 data_coords.extend((axis + q..depth).map(Coord::Loop));
                 passes.push(LoopNest {
                     pass: PassKind::Apply,
-                    domain: Operand::Out,
+                    domain: Operand::Output,
                     depth,
                     index: Some(Access::new(Operand::Indices, q, axis, None)),
                     bound: Some((Operand::Data, axis)),
@@ -335,7 +301,7 @@ impl Plan {
                         operand: Operand::Data,
                         coords: data_coords,
                     })),
-                    dest: Some(all(Operand::Out, depth)),
+                    dest: Some(all(Operand::Output, depth)),
                     count: None,
                     combine: Combine::Assign,
                 });
@@ -345,7 +311,7 @@ impl Plan {
     }
 
     /// For `mean`: the type of the sums, which with the counts need scratch shaped like
-    /// the output (see [`Operand::Acc`], [`Operand::Count`]).
+    /// the output (see [`Operand::Sums`], [`Operand::Counts`]).
     pub fn mean_accumulator(&self) -> Option<MeanAccumulator> {
         self.passes.iter().find_map(|p| match p.combine {
             Combine::Accumulate(acc) => Some(acc),
@@ -504,10 +470,10 @@ mod tests {
         );
         let text = plan.to_string();
         for line in [
-            "acc[p0, p1] = I64(out[p0, p1])",
-            "count[p0, p1] = 0",
-            "acc[p0, k] += I64(updates[p0, p1])",
-            "if count[p0, p1] > 0: out[p0, p1] = acc[p0, p1] / (count[p0, p1] + 1)",
+            "sums[p0, p1] = I64(output[p0, p1])",
+            "counts[p0, p1] = 0",
+            "sums[p0, k] += I64(updates[p0, p1])",
+            "if counts[p0, p1] > 0: output[p0, p1] = sums[p0, p1] / (counts[p0, p1] + 1)",
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }
@@ -515,7 +481,10 @@ mod tests {
             KernelKey::scatter_elements(DType::U64, DType::I32, 1, 0, Reduction::Mean, false)
                 .unwrap();
         let text = Plan::new(noinit).to_string();
-        assert!(text.contains("acc[p0] = I128(0)"), "{text}");
-        assert!(text.contains("out[p0] = acc[p0] / (count[p0])"), "{text}");
+        assert!(text.contains("sums[p0] = I128(0)"), "{text}");
+        assert!(
+            text.contains("output[p0] = sums[p0] / (counts[p0])"),
+            "{text}"
+        );
     }
 }

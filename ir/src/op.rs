@@ -3,7 +3,7 @@
 use crate::dtype::DType;
 use crate::error::{Error, Mismatch, Result};
 use crate::key::KernelKey;
-use crate::kind::{OpKind, TensorRole, MAX_RANK};
+use crate::kind::{OpKind, Operand, MAX_RANK};
 use crate::reduction::Reduction;
 use crate::shape::{self, DimRule};
 
@@ -114,8 +114,8 @@ impl Op {
         let op = self.kind();
         let r = data.shape.len();
         let q = indices.shape.len();
-        check_rank(op, TensorRole::Data, r, 1)?;
-        check_rank(op, TensorRole::Indices, q, 0)?;
+        check_rank(op, Operand::Data, r, 1)?;
+        check_rank(op, Operand::Indices, q, 0)?;
         let key = match *self {
             Op::ScatterElements {
                 axis,
@@ -134,37 +134,39 @@ impl Op {
             }
             Op::Gather { axis } => KernelKey::gather(data.dtype, indices.dtype, r, q, axis)?,
         };
-        check_size(op, TensorRole::Data, data)?;
-        check_size(op, TensorRole::Indices, indices)?;
+        check_size(op, Operand::Data, data)?;
+        check_size(op, Operand::Indices, indices)?;
         if op == OpKind::ScatterElements {
             let updates = updates.ok_or(Error::MissingUpdates { op })?;
             if updates.dtype != data.dtype {
                 return Err(Error::DTypeMismatch {
                     op,
-                    tensor: TensorRole::Updates,
+                    tensor: Operand::Updates,
                     expected: data.dtype,
                     actual: updates.dtype,
                 });
             }
         }
         if op != OpKind::Gather {
-            check_same_rank(op, TensorRole::Indices, q, r)?;
+            check_same_rank(op, Operand::Indices, q, r)?;
         }
         if let (OpKind::ScatterElements, Some(updates)) = (op, updates) {
-            check_same_rank(op, TensorRole::Updates, updates.shape.len(), r)?;
-            check_size(op, TensorRole::Updates, updates)?;
+            check_same_rank(op, Operand::Updates, updates.shape.len(), r)?;
+            check_size(op, Operand::Updates, updates)?;
         }
         // The rules between inputs in the table's order; the output's define its shape.
-        let shape_of = |tensor: TensorRole| match tensor {
-            TensorRole::Data => data.shape,
-            TensorRole::Indices => indices.shape,
-            TensorRole::Updates => updates.map_or(&[][..], |u| u.shape),
-            TensorRole::Output => unreachable!("no rule compares with the output"),
+        let shape_of = |tensor: Operand| match tensor {
+            Operand::Data => data.shape,
+            Operand::Indices => indices.shape,
+            Operand::Updates => updates.map_or(&[][..], |u| u.shape),
+            Operand::Output | Operand::Sums | Operand::Counts => {
+                unreachable!("rules compare inputs, or define the output by an input")
+            }
         };
         let mut out_shape = vec![0; key.out_rank()];
         for rule in key.shape_rules() {
             let other_size = shape_of(rule.other)[rule.other_dim];
-            if rule.tensor == TensorRole::Output {
+            if rule.tensor == Operand::Output {
                 out_shape[rule.dim] = other_size;
                 continue;
             }
@@ -187,7 +189,7 @@ impl Op {
                 rank: updates.shape.len(),
             });
         }
-        check_size(op, TensorRole::Output, Meta::new(data.dtype, &out_shape))?;
+        check_size(op, Operand::Output, Meta::new(data.dtype, &out_shape))?;
         Ok(Validated { key, out_shape })
     }
 }
@@ -216,7 +218,7 @@ pub fn checked_nbytes(dtype: DType, shape: &[usize]) -> Result<usize> {
         })
 }
 
-fn check_size(op: OpKind, tensor: TensorRole, t: Meta<'_>) -> Result<()> {
+fn check_size(op: OpKind, tensor: Operand, t: Meta<'_>) -> Result<()> {
     match checked_nbytes(t.dtype, t.shape) {
         Ok(_) => Ok(()),
         Err(_) => Err(Error::SizeOverflow {
@@ -227,7 +229,7 @@ fn check_size(op: OpKind, tensor: TensorRole, t: Meta<'_>) -> Result<()> {
     }
 }
 
-fn check_rank(op: OpKind, tensor: TensorRole, rank: usize, min: usize) -> Result<()> {
+fn check_rank(op: OpKind, tensor: Operand, rank: usize, min: usize) -> Result<()> {
     if rank < min || rank > MAX_RANK {
         return Err(Error::Rank {
             op,
@@ -239,7 +241,7 @@ fn check_rank(op: OpKind, tensor: TensorRole, rank: usize, min: usize) -> Result
     Ok(())
 }
 
-fn check_same_rank(op: OpKind, tensor: TensorRole, rank: usize, data_rank: usize) -> Result<()> {
+fn check_same_rank(op: OpKind, tensor: Operand, rank: usize, data_rank: usize) -> Result<()> {
     if rank != data_rank {
         return Err(Error::Rank {
             op,
@@ -272,12 +274,12 @@ impl KernelKey {
     /// [`Error::KernelMismatch`] unless they have the dtypes and ranks the key fixes.
     ///
     /// ```
-    /// use scatterjit_ir::{DType, Error, KernelKey, Meta, Mismatch, TensorRole};
+    /// use scatterjit_ir::{DType, Error, KernelKey, Meta, Mismatch, Operand};
     /// let key = KernelKey::gather_elements(DType::F32, DType::I64, 1, 0)?;
     /// let data = Meta::new(DType::F64, &[3]);
     /// let e = key.validate(data, Meta::new(DType::I64, &[2]), None).unwrap_err();
     /// let Error::KernelMismatch { tensor, mismatch, .. } = &e else { panic!("{e}") };
-    /// assert_eq!(*tensor, TensorRole::Data);
+    /// assert_eq!(*tensor, Operand::Data);
     /// assert_eq!(*mismatch, Mismatch::DType { expected: DType::F32, actual: DType::F64 });
     /// # Ok::<(), Error>(())
     /// ```
@@ -294,16 +296,16 @@ impl KernelKey {
         // The op fixes kind, axis and reduction: only dtypes and ranks can differ.
         let (tensor, mismatch) = if v.key.dtype() != self.dtype() {
             let (expected, actual) = (self.dtype(), v.key.dtype());
-            (TensorRole::Data, Mismatch::DType { expected, actual })
+            (Operand::Data, Mismatch::DType { expected, actual })
         } else if v.key.rank() != self.rank() {
             let (expected, actual) = (self.rank(), v.key.rank());
-            (TensorRole::Data, Mismatch::Rank { expected, actual })
+            (Operand::Data, Mismatch::Rank { expected, actual })
         } else if v.key.index_dtype() != self.index_dtype() {
             let (expected, actual) = (self.index_dtype(), v.key.index_dtype());
-            (TensorRole::Indices, Mismatch::DType { expected, actual })
+            (Operand::Indices, Mismatch::DType { expected, actual })
         } else {
             let (expected, actual) = (self.index_rank(), v.key.index_rank());
-            (TensorRole::Indices, Mismatch::Rank { expected, actual })
+            (Operand::Indices, Mismatch::Rank { expected, actual })
         };
         Err(Error::KernelMismatch {
             op: self.kind(),
@@ -378,7 +380,7 @@ mod tests {
             matches!(
                 e,
                 Error::Shape {
-                    tensor: TensorRole::Updates,
+                    tensor: Operand::Updates,
                     ..
                 }
             ),
@@ -429,7 +431,7 @@ mod tests {
         let cases = [
             (
                 key.validate(Meta::new(DType::U8, &[3, 5]), i64s(&[4]), None),
-                TensorRole::Data,
+                Operand::Data,
                 Mismatch::DType {
                     expected: DType::F32,
                     actual: DType::U8,
@@ -437,7 +439,7 @@ mod tests {
             ),
             (
                 key.validate(f32s(&[3, 5, 2]), i64s(&[4]), None),
-                TensorRole::Data,
+                Operand::Data,
                 Mismatch::Rank {
                     expected: 2,
                     actual: 3,
@@ -445,7 +447,7 @@ mod tests {
             ),
             (
                 key.validate(f32s(&[3, 5]), Meta::new(DType::I32, &[4]), None),
-                TensorRole::Indices,
+                Operand::Indices,
                 Mismatch::DType {
                     expected: DType::I64,
                     actual: DType::I32,
@@ -453,7 +455,7 @@ mod tests {
             ),
             (
                 key.validate(f32s(&[3, 5]), i64s(&[2, 4]), None),
-                TensorRole::Indices,
+                Operand::Indices,
                 Mismatch::Rank {
                     expected: 1,
                     actual: 2,
@@ -501,12 +503,12 @@ mod tests {
         for key in keys {
             let scatter = key.kind() == OpKind::ScatterElements;
             let mut roles = vec![
-                (TensorRole::Data, key.rank()),
-                (TensorRole::Indices, key.index_rank()),
-                (TensorRole::Output, key.out_rank()),
+                (Operand::Data, key.rank()),
+                (Operand::Indices, key.index_rank()),
+                (Operand::Output, key.out_rank()),
             ];
             if scatter {
-                roles.push((TensorRole::Updates, key.rank()));
+                roles.push((Operand::Updates, key.rank()));
             }
             let total: usize = roles.iter().map(|r| r.1).sum();
             // Every assignment of dims in 0..3 to every dim of every operand.
@@ -524,20 +526,20 @@ mod tests {
                     );
                 }
                 let shape =
-                    |role: TensorRole| &shapes[roles.iter().position(|r| r.0 == role).unwrap()];
+                    |role: Operand| &shapes[roles.iter().position(|r| r.0 == role).unwrap()];
                 let holds = key.shape_rules().all(|rule| {
                     let a = shape(rule.tensor)[rule.dim];
                     rule.relation.holds(a, shape(rule.other)[rule.other_dim])
                 });
-                let updates = scatter.then(|| Meta::new(key.dtype(), shape(TensorRole::Updates)));
+                let updates = scatter.then(|| Meta::new(key.dtype(), shape(Operand::Updates)));
                 let valid = key
                     .op()
                     .validate(
-                        Meta::new(key.dtype(), shape(TensorRole::Data)),
-                        Meta::new(key.index_dtype(), shape(TensorRole::Indices)),
+                        Meta::new(key.dtype(), shape(Operand::Data)),
+                        Meta::new(key.index_dtype(), shape(Operand::Indices)),
                         updates,
                     )
-                    .is_ok_and(|v| v.key == key && v.out_shape == *shape(TensorRole::Output));
+                    .is_ok_and(|v| v.key == key && v.out_shape == *shape(Operand::Output));
                 assert_eq!(holds, valid, "{key} with shapes {shapes:?}");
             }
         }
@@ -558,7 +560,7 @@ mod tests {
                 e,
                 Error::SizeOverflow {
                     op: OpKind::GatherElements,
-                    tensor: TensorRole::Data,
+                    tensor: Operand::Data,
                     ..
                 }
             ),

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use crate::kind::{OpKind, TensorRole};
+use crate::kind::{OpKind, Operand};
 
 /// How a rule compares a dim with another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,16 +81,16 @@ impl Dims {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rule {
     /// The tensor whose dims are compared.
-    pub tensor: TensorRole,
+    pub tensor: Operand,
     /// Which dims.
     pub dims: Dims,
     /// How they compare.
     pub relation: Relation,
     /// The tensor they are compared with.
-    pub other: TensorRole,
+    pub other: Operand,
 }
 
-const fn rule(tensor: TensorRole, dims: Dims, relation: Relation, other: TensorRole) -> Rule {
+const fn rule(tensor: Operand, dims: Dims, relation: Relation, other: Operand) -> Rule {
     Rule {
         tensor,
         dims,
@@ -100,8 +100,8 @@ const fn rule(tensor: TensorRole, dims: Dims, relation: Relation, other: TensorR
 }
 
 use Dims::{AfterAxis, All, BeforeAxis, IndexDims, OffAxis};
+use Operand::{Data, Indices, Output, Updates};
 use Relation::{AtLeast, AtMost, Equal};
-use TensorRole::{Data, Indices, Output, Updates};
 
 /// SPEC: indices fit in data off the axis, updates cover indices, the output is data's shape.
 const SCATTER_ELEMENTS: &[Rule] = &[
@@ -138,13 +138,13 @@ impl OpKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DimRule {
     /// The tensor whose dim is compared.
-    pub tensor: TensorRole,
+    pub tensor: Operand,
     /// Its dim.
     pub dim: usize,
     /// How it compares.
     pub relation: Relation,
     /// The tensor it is compared with.
-    pub other: TensorRole,
+    pub other: Operand,
     /// That tensor's dim.
     pub other_dim: usize,
 }

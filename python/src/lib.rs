@@ -12,7 +12,7 @@ use std::sync::Arc;
 use numpy::PyArray1;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use scatterjit::ir::TensorRole;
+use scatterjit::ir;
 use scatterjit::{Kernel, KernelCache, KernelKey, Op, OpKind, Reduction, Tensor};
 
 use errors::IntoPy;
@@ -61,8 +61,8 @@ fn run<'py>(
         return to_numpy(py, tensor, dtype);
     };
     let mut out = Operand::new(out_obj, "out", Access::Write)?;
-    let mut inputs = vec![(TensorRole::Data, data), (TensorRole::Indices, indices)];
-    inputs.extend(updates.map(|u| (TensorRole::Updates, u)));
+    let mut inputs = vec![(ir::Operand::Data, data), (ir::Operand::Indices, indices)];
+    inputs.extend(updates.map(|u| (ir::Operand::Updates, u)));
     operand::disjoint(kernel.key().kind(), &out.raw, &inputs).py_err()?;
     let raw = &mut out.raw;
     compute(py, || {
@@ -87,8 +87,8 @@ fn scatter_in_place(
     updates: &Raw,
 ) -> PyResult<()> {
     let inputs = [
-        (TensorRole::Indices, indices),
-        (TensorRole::Updates, updates),
+        (ir::Operand::Indices, indices),
+        (ir::Operand::Updates, updates),
     ];
     operand::disjoint(OpKind::ScatterElements, data, &inputs).py_err()?;
     compute(py, || {
@@ -140,7 +140,8 @@ fn run_op<'py>(
 /// false, every element that an index targets starts from the reduction's identity instead
 /// of from ``data``. Negative indices count from the back. Inputs may be numpy arrays of any
 /// strides (zero and negative included) or tensors with ``__dlpack__``, and are not copied.
-/// numpy unicode arrays (``<U``) work with reduction ``"none"`` (copied, as strings are).
+/// numpy unicode arrays (``<U``) work with reduction ``"none"`` (copied, as strings are);
+/// the result keeps data's width and byte order, wider only for a longer update.
 ///
 /// Returns a new numpy array, or writes ``out`` (an array or DLPack tensor of data's dtype
 /// and shape) and returns it. Every index is checked before ``out`` is written: on error

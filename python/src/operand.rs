@@ -261,20 +261,8 @@ pub(crate) fn numpy_dtype(py: Python<'_>, dtype: DType) -> PyResult<Bound<'_, Py
                 "string tensors are not supported by the Python package",
             ))
         }
-        DType::F16 => "float16",
-        DType::F32 => "float32",
-        DType::F64 => "float64",
-        DType::I8 => "int8",
-        DType::I16 => "int16",
-        DType::I32 => "int32",
-        DType::I64 => "int64",
-        DType::U8 => "uint8",
-        DType::U16 => "uint16",
-        DType::U32 => "uint32",
-        DType::U64 => "uint64",
-        DType::Bool => "bool",
-        DType::Complex64 => "complex64",
-        DType::Complex128 => "complex128",
+        // The `.npy` descr of every other dtype is numpy's own spelling of it.
+        other => other.npy_descr(),
     };
     numpy_module(py)?.call_method1("dtype", (name,))
 }
@@ -467,7 +455,7 @@ fn from_dlpack_object<'py>(
 pub(crate) fn disjoint(
     op: scatterjit::OpKind,
     out: &Raw,
-    inputs: &[(scatterjit::ir::TensorRole, &Raw)],
+    inputs: &[(scatterjit::ir::Operand, &Raw)],
 ) -> scatterjit::Result<()> {
     let a = out.span();
     for (role, input) in inputs {

@@ -47,6 +47,7 @@ pub(crate) fn run<'py>(
             "out= takes numeric arrays; string results are always new arrays",
         ));
     }
+    let data_dtype = data.getattr("dtype")?;
     let data = tensor(data, "data")?;
     let indices = tensor(indices, "indices")?;
     let updates = updates.map(|u| tensor(u, "updates")).transpose()?;
@@ -56,7 +57,25 @@ pub(crate) fn run<'py>(
     .py_err()?;
     let shape = PyTuple::new(py, result.shape())?;
     let strings = result.into_strings().py_err()?;
-    numpy_module(py)?
+    let array = numpy_module(py)?
         .call_method1("array", (strings, "str"))?
-        .call_method1("reshape", (shape,))
+        .call_method1("reshape", (shape,))?;
+    keep_width(&array, &data_dtype)
+}
+
+/// `array` (unicode, as wide as its longest string) as wide as data's dtype and in its byte
+/// order, as numpy's `take` and `put_along_axis` keep it; wider only where a scattered
+/// string is longer than data's width, so that no character is dropped.
+fn keep_width<'py>(
+    array: &Bound<'py, PyAny>,
+    data_dtype: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let itemsize = |dtype: &Bound<'py, PyAny>| dtype.getattr("itemsize")?.extract::<usize>();
+    let dtype = array.getattr("dtype")?;
+    let target = if itemsize(&dtype)? <= itemsize(data_dtype)? {
+        data_dtype.clone()
+    } else {
+        dtype.call_method1("newbyteorder", (data_dtype.getattr("byteorder")?,))?
+    };
+    array.call_method1("astype", (target,))
 }

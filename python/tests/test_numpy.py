@@ -144,4 +144,23 @@ def test_unicode_arrays(rng):
     updates = np.array([["new", "newer"], ["a", "b"]])
     expected = words.copy()
     expected[0, 2], expected[0, 0], expected[1, 1] = "new", "newer", "b"
-    same(scatterjit.scatter_elements(words, indices, updates, axis=1), expected.astype("<U5"))  # as wide as its longest string
+    same(scatterjit.scatter_elements(words, indices, updates, axis=1), expected)  # data's width
+
+
+def test_string_results_keep_the_width_and_byte_order_of_data():
+    words = np.array([["a", "bb"], ["ccc", ""]], dtype="<U7")
+    got = scatterjit.gather(words, np.array([1]), axis=0)
+    assert got.dtype == np.dtype("<U7")  # numpy's take keeps it, though "ccc" fits in <U3
+    same(got, np.take(words, [1], axis=0))
+    got = scatterjit.gather_elements(words, np.array([[0], [0]]), axis=1)
+    assert got.dtype == np.dtype("<U7")
+    big = words.astype(">U7")
+    got = scatterjit.gather(big, np.array([0, 1]), axis=1)
+    assert got.dtype == np.dtype(">U7")
+    same(got, big)
+    # A scattered string longer than data's width widens the result rather than lose text.
+    got = scatterjit.scatter_elements(big, np.array([[1]]), np.array([["a long one"]]), axis=1)
+    assert got.dtype == np.dtype(">U10")
+    assert got[0, 1] == "a long one" and got[1, 0] == "ccc"
+    empty = scatterjit.gather(words, np.zeros((0,), dtype=np.int64), axis=0)
+    assert empty.dtype == np.dtype("<U7") and empty.shape == (0, 2)

@@ -6,7 +6,7 @@
 //! index leaves the output unchanged), then the others in the plan's order (copy skipped
 //! in place).
 //!
-//! A plan with `mean`'s sums and counts ([`Operand::Acc`], [`Operand::Count`]) takes them
+//! A plan with `mean`'s sums and counts ([`Operand::Sums`], [`Operand::Counts`]) takes them
 //! from the caller's `SjArgs::workspace`, laid out as `abi::scratch_per_element` says. The
 //! entry checks its size and that it shares no memory with the operands before anything
 //! runs.
@@ -22,8 +22,6 @@ use cranelift_codegen::ir::{
 };
 use cranelift_frontend::FunctionBuilder;
 use scatterjit_ir::{Coord, KernelKey, LoopNest, OpKind, Operand, PassKind, Plan, Relation};
-// The operand a descriptor of `SjArgs` holds.
-use scatterjit_ir::TensorRole as Role;
 
 use crate::abi::{self, ParamLayout, Variant};
 use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
@@ -76,16 +74,16 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
 
     let null = e.b.ins().icmp_imm_s(IntCC::Equal, args, 0);
     e.fail_if(null, Status::NullPointer);
-    let tensors: Vec<(Role, Tensor)> = cabi::roles(&key)
+    let tensors: Vec<(Operand, Tensor)> = cabi::operands(&key)
         .into_iter()
-        .map(|(role, rank)| (role, e.tensor(&key, role, rank)))
+        .map(|(operand, rank)| (operand, e.tensor(&key, operand, rank)))
         .collect();
-    let get = |role: Role| {
+    let get = |operand: Operand| {
         tensors
             .iter()
-            .find(|t| t.0 == role)
+            .find(|t| t.0 == operand)
             .map(|t| &t.1)
-            .expect("the key's roles are loaded")
+            .expect("the key's operands are loaded")
     };
     for rule in key.shape_rules() {
         let a = get(rule.tensor).dims[rule.dim];
@@ -99,20 +97,17 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
         e.fail_if(broken, Status::Shape);
     }
 
-    let out = get(Role::Output);
-    let in_place = (key.kind() == OpKind::ScatterElements).then(|| e.same(out, get(Role::Data)));
-    for (role, input) in tensors.iter().filter(|t| t.0 != Role::Output) {
+    let out = get(Operand::Output);
+    let in_place = (key.kind() == OpKind::ScatterElements).then(|| e.same(out, get(Operand::Data)));
+    for (operand, input) in tensors.iter().filter(|t| t.0 != Operand::Output) {
         let mut overlap = e.overlap(out, input);
-        if let (Role::Data, Some(same)) = (role, in_place) {
+        if let (Operand::Data, Some(same)) = (operand, in_place) {
             let not_same = e.b.ins().icmp_imm_s(IntCC::Equal, same, 0);
             overlap = e.b.ins().band(overlap, not_same);
         }
         e.fail_if(overlap, Status::Overlap);
     }
-    let mut bound: Vec<(Operand, &Tensor)> = tensors
-        .iter()
-        .map(|(role, t)| (operand_of(*role), t))
-        .collect();
+    let mut bound: Vec<(Operand, &Tensor)> = tensors.iter().map(|(o, t)| (*o, t)).collect();
     let scratch = plan.mean_accumulator().map(|acc| {
         e.workspace(
             out,
@@ -127,8 +122,8 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
                 e.fail_if(overlap, Status::Overlap);
             }
         }
-        bound.push((Operand::Count, counts));
-        bound.push((Operand::Acc, sums));
+        bound.push((Operand::Counts, counts));
+        bound.push((Operand::Sums, sums));
     }
 
     let operands = e.slot(8 * scatterjit_ir::OPERAND_SLOTS as u32);
@@ -146,7 +141,7 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
             MemFlagsData::trusted(),
             t.base,
             operands,
-            (*operand as usize * 8) as i32,
+            (operand.slot() * 8) as i32,
         );
     }
 
@@ -176,16 +171,6 @@ pub(super) fn build_entry(b: &mut FunctionBuilder, plan: &Plan, passes: &[PassRe
     e.b.seal_all_blocks();
 }
 
-/// The operand slot of a role (see `crate::abi`).
-fn operand_of(role: Role) -> Operand {
-    match role {
-        Role::Data => Operand::Data,
-        Role::Indices => Operand::Indices,
-        Role::Updates => Operand::Updates,
-        Role::Output => Operand::Out,
-    }
-}
-
 impl Entry<'_, '_> {
     /// Returns `status` if `cond` (an I8 truth value) holds.
     fn fail_if(&mut self, cond: Value, status: Status) {
@@ -211,15 +196,10 @@ impl Entry<'_, '_> {
         self.b.ins().load(ty, caller(), at, offset as i32)
     }
 
-    /// Loads and checks the descriptor of `role`: not null, on the CPU, of `rank` dims and
-    /// the key's dtype for it, dims not negative, data not null if it has elements.
-    fn tensor(&mut self, key: &KernelKey, role: Role, rank: usize) -> Tensor {
-        let at = match role {
-            Role::Data => offset_of!(SjArgs, data),
-            Role::Indices => offset_of!(SjArgs, indices),
-            Role::Updates => offset_of!(SjArgs, updates),
-            Role::Output => offset_of!(SjArgs, out),
-        };
+    /// Loads and checks the descriptor of `operand`: not null, on the CPU, of `rank` dims
+    /// and the key's dtype for it, dims not negative, data not null if it has elements.
+    fn tensor(&mut self, key: &KernelKey, operand: Operand, rank: usize) -> Tensor {
+        let at = cabi::descriptor_offset(operand);
         let args = self.args;
         let t = self.field(self.ptr, args, at);
         let null = self.b.ins().icmp_imm_s(IntCC::Equal, t, 0);
@@ -234,8 +214,8 @@ impl Entry<'_, '_> {
         let ndim = self.field(types::I32, t, offset_of!(SjTensor, ndim));
         let bad = self.b.ins().icmp_imm_s(IntCC::NotEqual, ndim, rank as i64);
         self.fail_if(bad, Status::Rank);
-        let dtype = match role {
-            Role::Indices => key.index_dtype(),
+        let dtype = match operand {
+            Operand::Indices => key.index_dtype(),
             _ => key.dtype(),
         };
         let code = cabi::dtype_code(dtype).expect("keys have dtypes with a DLPack code");
@@ -378,9 +358,17 @@ impl Entry<'_, '_> {
         same
     }
 
-    /// Fills `nest`'s parameter block from the tensors (loops in row-major order), calls
-    /// the variant the strides allow, and on a bad index writes its position into
-    /// `args.bad_index` and returns [`Status::IndexOutOfBounds`].
+    /// The sum of `t`'s element strides over `dims` (0 for none).
+    fn stride_sum(&mut self, t: &Tensor, dims: abi::Dims) -> Value {
+        let mut strides = dims.iter().map(|j| t.strides[j]);
+        let first = strides.next();
+        let first = first.unwrap_or_else(|| self.b.ins().iconst(types::I64, 0));
+        strides.fold(first, |sum, s| self.b.ins().iadd(sum, s))
+    }
+
+    /// Fills `nest`'s parameter block from the tensors as its recipe (`ParamLayout`) says,
+    /// loops in row-major order, calls the variant the strides allow, and on a bad index
+    /// writes its position into `args.bad_index` and returns [`Status::IndexOutOfBounds`].
     fn call_pass(
         &mut self,
         nest: &LoopNest,
@@ -401,45 +389,31 @@ impl Entry<'_, '_> {
             e.b.ins()
                 .store(MemFlagsData::trusted(), v, params, (8 * slot) as i32);
         };
-        for (n, &d) in get(nest.domain).dims.iter().enumerate() {
+        for (n, &d) in get(layout.domain).dims.iter().enumerate() {
             store(self, d, n);
         }
         let depth = layout.depth;
         let mut contiguous = self.b.ins().iconst(types::I8, 1);
-        for (access, slots) in abi::accesses(nest).zip(&layout.accesses) {
-            let t = get(access.operand);
-            let mut along: Vec<Option<Value>> = vec![None; depth];
-            for (j, coord) in access.coords.iter().enumerate() {
-                match coord {
-                    Coord::Loop(d) => {
-                        along[*d] = Some(match along[*d] {
-                            Some(s) => self.b.ins().iadd(s, t.strides[j]),
-                            None => t.strides[j],
-                        });
-                    }
-                    Coord::Index => {
-                        let at = slots
-                            .indexed_stride_at
-                            .expect("indexed accesses have a slot");
-                        store(self, t.strides[j], at);
-                    }
-                }
+        for slots in &layout.accesses {
+            let t = get(slots.operand);
+            if let Some(at) = slots.indexed_stride_at {
+                let stride = self.stride_sum(t, slots.indexed);
+                store(self, stride, at);
             }
-            for (n, stride) in along.into_iter().enumerate() {
-                let stride = stride.unwrap_or_else(|| self.b.ins().iconst(types::I64, 0));
+            for n in 0..depth {
+                let stride = self.stride_sum(t, slots.along[n]);
                 store(self, stride, slots.strides_at + n);
                 if n + 1 == depth {
                     // The contiguous variant's condition (see `Variant::Contiguous`).
-                    let walks = access.coords.contains(&Coord::Loop(n));
-                    let unit = self
-                        .b
-                        .ins()
-                        .icmp_imm_s(IntCC::Equal, stride, i64::from(walks));
+                    let unit =
+                        self.b
+                            .ins()
+                            .icmp_imm_s(IntCC::Equal, stride, slots.contiguous_stride(n));
                     contiguous = self.b.ins().band(contiguous, unit);
                 }
             }
         }
-        if let (Some(at), Some((operand, dim))) = (layout.bound_at, nest.bound) {
+        if let (Some(at), Some((operand, dim))) = (layout.bound_at, layout.bound) {
             store(self, get(operand).dims[dim], at);
         }
 

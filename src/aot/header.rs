@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use scatterjit_ir::{KernelKey, OpKind, Plan, TensorRole};
+use scatterjit_ir::{KernelKey, OpKind, Operand, Plan};
 
 use super::symbol;
 use crate::abi;
@@ -101,15 +101,15 @@ fn describe(key: &KernelKey) -> String {
         let _ = writeln!(c, " *   {line}");
     }
     c.push_str(" *\n");
-    for (role, rank) in cabi::roles(key) {
-        let dtype = match role {
-            TensorRole::Indices => key.index_dtype(),
+    for (operand, rank) in cabi::operands(key) {
+        let dtype = match operand {
+            Operand::Indices => key.index_dtype(),
             _ => key.dtype(),
         };
         let _ = writeln!(
             c,
             " * {:<8} {dtype}, rank {rank}",
-            format!("{}:", cabi::field(role))
+            format!("{}:", cabi::field(operand))
         );
     }
     if key.kind() != OpKind::ScatterElements {

@@ -1,7 +1,7 @@
 //! Binding a pass to one call's operands: shapes and strides into the parameter block (see
 //! `crate::abi`), the loop order, and the variant the bound strides allow.
 
-use scatterjit_ir::{Coord, KernelKey, LoopNest, Operand, PassKind, OPERAND_SLOTS};
+use scatterjit_ir::{KernelKey, LoopNest, Operand, PassKind, OPERAND_SLOTS};
 
 use crate::abi::{self, ParamLayout, Still, Variant, MAX_ACCESSES, MAX_DEPTH};
 use crate::tensor::RawOperand;
@@ -14,12 +14,12 @@ pub(super) struct Operands<'a> {
 
 impl<'a> Operands<'a> {
     pub(super) fn with(mut self, operand: Operand, raw: RawOperand<'a>) -> Self {
-        self.slots[operand as usize] = Some(raw);
+        self.slots[operand.slot()] = Some(raw);
         self
     }
 
     pub(super) fn get(&self, operand: Operand) -> &RawOperand<'a> {
-        self.slots[operand as usize]
+        self.slots[operand.slot()]
             .as_ref()
             .expect("every operand a pass accesses is bound before it runs")
     }
@@ -40,8 +40,9 @@ impl std::ops::Deref for Order {
     }
 }
 
-/// The parameter block of `nest` for these operands (see `crate::abi`), and the loop order
-/// chosen: `order[n]` is the domain dim that loop `n` walks.
+/// The parameter block of `nest` for these operands, evaluated from `layout`, its recipe
+/// (see `abi::ParamLayout`), and the loop order chosen: `order[n]` is the domain dim that
+/// loop `n` walks.
 ///
 /// Loops run outermost-first by decreasing byte stride summed over the accesses (stable, so
 /// row-major tensors keep row-major order), which puts a contiguous dim innermost wherever
@@ -55,28 +56,24 @@ pub(super) fn bind(
     ops: &Operands<'_>,
     axis_first: bool,
 ) -> (Vec<i64>, Order) {
-    let depth = nest.depth;
+    let depth = layout.depth;
     // On the stack: tiny calls are counted in nanoseconds.
     let mut dims = [0i64; MAX_DEPTH];
-    for (n, &d) in ops.get(nest.domain).shape.iter().enumerate() {
+    for (n, &d) in ops.get(layout.domain).shape.iter().enumerate() {
         dims[n] = d as i64;
     }
     let mut strides = [[0i64; MAX_DEPTH]; MAX_ACCESSES];
     let mut indexed = [0i64; MAX_ACCESSES];
     // Per domain dim: bytes stepped over all accesses.
     let mut cost = [0u128; MAX_DEPTH];
-    for (a, access) in abi::accesses(nest).enumerate() {
-        let raw = ops.get(access.operand);
-        for (j, coord) in access.coords.iter().enumerate() {
-            match coord {
-                Coord::Loop(d) => strides[a][*d] += raw.strides[j] as i64,
-                Coord::Index => indexed[a] = raw.strides[j] as i64,
-            }
-        }
-        let size = abi::element_size(key, access.operand) as u128;
+    for (a, slots) in layout.accesses.iter().enumerate() {
+        let raw = ops.get(slots.operand);
+        let size = abi::element_size(key, slots.operand) as u128;
         for d in 0..depth {
+            strides[a][d] = slots.along[d].sum(raw.strides);
             cost[d] += strides[a][d].unsigned_abs() as u128 * size;
         }
+        indexed[a] = slots.indexed.sum(raw.strides);
     }
     let mut order = Order {
         dims: std::array::from_fn(|d| d),
@@ -102,7 +99,7 @@ pub(super) fn bind(
             params[at] = indexed[a];
         }
     }
-    if let (Some(at), Some((operand, dim))) = (layout.bound_at, nest.bound) {
+    if let (Some(at), Some((operand, dim))) = (layout.bound_at, layout.bound) {
         params[at] = ops.get(operand).shape[dim] as i64;
     }
     (params, order)
@@ -110,12 +107,7 @@ pub(super) fn bind(
 
 /// The variant whose condition the bound parameters meet (see [`Variant::Contiguous`] and
 /// [`Variant::Broadcast`]): read from the strides alone, whatever the shapes.
-pub(super) fn variant_of(
-    nest: &LoopNest,
-    layout: &ParamLayout,
-    params: &[i64],
-    order: &[usize],
-) -> Variant {
+pub(super) fn variant_of(layout: &ParamLayout, params: &[i64], order: &[usize]) -> Variant {
     let Some(inner) = layout.depth.checked_sub(1) else {
         return Variant::Strided;
     };
@@ -123,10 +115,9 @@ pub(super) fn variant_of(
         return Variant::Strided;
     }
     let mut still = 0u8;
-    for (a, (access, slots)) in abi::accesses(nest).zip(&layout.accesses).enumerate() {
-        let walks = access.coords.contains(&Coord::Loop(inner));
+    for (a, slots) in layout.accesses.iter().enumerate() {
         match params[slots.strides_at + inner] {
-            stride if stride == i64::from(walks) => {}
+            stride if stride == slots.contiguous_stride(inner) => {}
             0 => still |= 1 << a,
             _ => return Variant::Strided,
         }
@@ -156,7 +147,7 @@ mod tests {
         let ops = Operands::default()
             .with(Operand::Data, dv.raw())
             .with(Operand::Indices, iv.raw())
-            .with(Operand::Out, ov.raw());
+            .with(Operand::Output, ov.raw());
         bind(&key, nest, &ParamLayout::of(nest), &ops, false)
             .1
             .to_vec()

@@ -55,7 +55,7 @@ pub(super) fn enter(entry: PassFn, pointers: &[*mut u8; OPERAND_SLOTS], params: 
     // against the op (`Op::validate`), so every position the loop nest reaches is a
     // position of the accessed operand, and indexed coordinates are bounds-checked in the
     // code against `s`. Generated code stores only through the slots of a pass's
-    // destination and count (`Out`, `Acc`, `Count`: see `Plan::new`), which hold
+    // destination and count (`Output`, `Sums`, `Counts`: see `Plan::new`), which hold
     // `Address::Write`s from exclusive borrows (`TensorViewMut`s, `&mut [u8]`) or scratch
     // buffers owned by this call; input slots (`Data`, `Indices`, `Updates`) come from
     // shared borrows and are only loaded from, so making them `*mut` for the ABI writes
@@ -173,7 +173,7 @@ mod tests {
                 for written in nest.dest.iter().chain(&nest.count) {
                     let operand = written.operand;
                     assert!(
-                        matches!(operand, Operand::Out | Operand::Acc | Operand::Count),
+                        matches!(operand, Operand::Output | Operand::Sums | Operand::Counts),
                         "{key}: {} writes {operand:?}",
                         nest.pass.name()
                     );

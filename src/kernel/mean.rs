@@ -1,34 +1,80 @@
-//! `mean`'s scratch: the per-element counts and sums its init, apply and finish nests walk
-//! (laid out as `abi::scratch_per_element` says), allocated under the scratch cap before
-//! the first write, so that running out of memory leaves the output as it was.
+//! `mean`'s scratch: the counts and sums its init, apply and finish nests walk (laid out
+//! as `abi::scratch_per_element` says, or with one count per destination row, see
+//! [`Counts::PerRow`]), allocated under the scratch cap before the first write, so that
+//! running out of memory leaves the output as it was.
 
-use scatterjit_ir::{checked_numel, row_major_strides, Operand};
+use scatterjit_ir::{checked_numel, row_major_strides, Operand, PassKind};
 
-use super::bind::Operands;
+use super::bind::{bind, variant_of, Operands};
 use super::Kernel;
-use crate::abi::{self, COUNT_SIZE};
+use crate::abi::{self, Variant, COUNT_SIZE};
 use crate::alloc;
 use crate::error::{Buffer, Error, Result};
 use crate::tensor::{Address, RawOperand};
 
-/// One call's counts and sums, shaped like its output.
+/// How many counts one call keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Counts {
+    /// One per output element, shaped like the output.
+    PerElement,
+    /// One per row of the output's last dim: every element of a row gets the same number
+    /// of updates when each update row lands whole on one destination row (see
+    /// [`Kernel::counts`]). The counts are bound with stride 0 along the last dim, so the
+    /// init and finish nests read them as they read per-element ones, and the apply nest's
+    /// row variant counts each row once.
+    PerRow,
+}
+
+/// One call's counts and sums.
 pub(super) struct Scratch {
     bytes: Vec<u8>,
     shape: Vec<usize>,
-    strides: Vec<isize>,
-    numel: usize,
+    count_strides: Vec<isize>,
+    sum_strides: Vec<isize>,
+    count_bytes: usize,
+}
+
+/// Row-major element strides of `shape`.
+fn strides_of(shape: &[usize]) -> Vec<isize> {
+    row_major_strides(shape)
+        .iter()
+        .map(|&s| s as isize)
+        .collect()
+}
+
+/// The counts' strides: row-major, or per row (row-major over all dims but the last,
+/// stride 0 along it).
+fn count_strides(out_shape: &[usize], counts: Counts) -> Vec<isize> {
+    match (counts, out_shape.split_last()) {
+        (Counts::PerRow, Some((_, rows))) => {
+            let mut strides = strides_of(rows);
+            strides.push(0);
+            strides
+        }
+        _ => strides_of(out_shape),
+    }
 }
 
 impl Kernel {
     /// Bytes of scratch for an output of `out_shape` (0 unless the plan is `mean`'s).
-    fn scratch_bytes(&self, out_shape: &[usize]) -> u128 {
+    fn scratch_bytes(&self, out_shape: &[usize], counts: Counts) -> u128 {
         let per_element = abi::scratch_per_element(&self.plan) as u128;
         // A validated shape's element count fits usize; saturate for the cap's sake.
-        checked_numel(out_shape).map_or(u128::MAX, |n| n as u128 * per_element)
+        let Ok(numel) = checked_numel(out_shape) else {
+            return u128::MAX;
+        };
+        let numel = numel as u128;
+        match (counts, out_shape.last()) {
+            (Counts::PerRow, Some(&last)) if last > 0 && per_element > 0 => {
+                let sums = numel * (per_element - COUNT_SIZE as u128);
+                sums + numel / last as u128 * COUNT_SIZE as u128
+            }
+            _ => numel * per_element,
+        }
     }
 
-    /// Checks the scratch the plan needs for an output of `out_shape` against the cap,
-    /// before anything is allocated.
+    /// Checks the most scratch the plan may need for an output of `out_shape` (per-element
+    /// counts) against the cap, before anything is allocated.
     pub(super) fn check_scratch(&self, out_shape: &[usize]) -> Result<()> {
         if abi::scratch_per_element(&self.plan) == 0 {
             return Ok(());
@@ -36,32 +82,94 @@ impl Kernel {
         alloc::check(
             self.plan.key.kind(),
             Buffer::Scratch,
-            self.scratch_bytes(out_shape),
+            self.scratch_bytes(out_shape, Counts::PerElement),
         )
     }
 
-    /// The scratch the plan needs for an output of `out_shape` (`None` unless `mean`).
-    pub(super) fn scratch(&self, out_shape: &[usize]) -> Result<Option<Scratch>> {
+    /// Which counts this call's passes can keep (see [`Counts::PerRow`]): per row when the
+    /// apply pass, bound as it will run (`axis_first` on the engine), takes the broadcast
+    /// variant with the index and per-row counts both still along the innermost loop, that
+    /// loop is the output's last dim (not the axis), and the index spans that whole dim.
+    /// Then each update row is read with one index and combined whole into one destination
+    /// row, and bumps that row's count once. `ops` holds the indices, updates and output.
+    pub(super) fn counts(&self, ops: &Operands<'_>, axis_first: bool) -> Counts {
+        let key = &self.plan.key;
+        let (out, indices) = (ops.get(Operand::Output), ops.get(Operand::Indices));
+        let rank = out.shape.len();
+        let spans_rows = rank >= 2
+            && key.axis() != rank - 1
+            && indices.shape[rank - 1] == out.shape[rank - 1]
+            && out.shape[rank - 1] > 0;
+        let Some(apply) = self.plan.pass(PassKind::Apply) else {
+            return Counts::PerElement;
+        };
+        if abi::scratch_per_element(&self.plan) == 0 || !spans_rows {
+            return Counts::PerElement;
+        }
+        let per_row = count_strides(out.shape, Counts::PerRow);
+        let sums = strides_of(out.shape);
+        // Only strides are read: no address is bound.
+        let piece = |strides| RawOperand {
+            address: Address::Read(std::ptr::null()),
+            shape: out.shape,
+            strides,
+        };
+        let mut probe = Operands::default()
+            .with(Operand::Sums, piece(&sums))
+            .with(Operand::Counts, piece(&per_row));
+        for operand in [Operand::Indices, Operand::Updates, Operand::Output] {
+            let raw = ops.get(operand);
+            probe = probe.with(
+                operand,
+                RawOperand {
+                    address: Address::Read(std::ptr::null()),
+                    shape: raw.shape,
+                    strides: raw.strides,
+                },
+            );
+        }
+        let layout = self.layout(PassKind::Apply);
+        let (params, order) = bind(key, apply, layout, &probe, axis_first);
+        let Variant::Broadcast(still) = variant_of(layout, &params, &order) else {
+            return Counts::PerElement;
+        };
+        let position = |operand| {
+            layout
+                .accesses
+                .iter()
+                .position(|a| a.operand == operand)
+                .expect("mean's apply reads the index and counts")
+        };
+        match still.contains(position(Operand::Indices))
+            && still.contains(position(Operand::Counts))
+        {
+            true => Counts::PerRow,
+            false => Counts::PerElement,
+        }
+    }
+
+    /// The scratch the plan needs for an output of `out_shape` with `counts` (`None`
+    /// unless `mean`).
+    pub(super) fn scratch(&self, out_shape: &[usize], counts: Counts) -> Result<Option<Scratch>> {
         if abi::scratch_per_element(&self.plan) == 0 {
             return Ok(None);
         }
-        self.check_scratch(out_shape)?;
         let op = self.plan.key.kind();
+        let bytes = self.scratch_bytes(out_shape, counts);
+        alloc::check(op, Buffer::Scratch, bytes)?;
         let numel = checked_numel(out_shape)?;
-        let bytes = self.scratch_bytes(out_shape);
         let len = usize::try_from(bytes).map_err(|_| Error::OutOfMemory {
             op,
             buffer: Buffer::Scratch,
             bytes,
         })?;
+        let sums = numel * (abi::scratch_per_element(&self.plan) - COUNT_SIZE);
         Ok(Some(Scratch {
             bytes: alloc::zeroed(op, Buffer::Scratch, len)?,
             shape: out_shape.to_vec(),
-            strides: row_major_strides(out_shape)
-                .iter()
-                .map(|&s| s as isize)
-                .collect(),
-            numel,
+            count_strides: count_strides(out_shape, counts),
+            sum_strides: strides_of(out_shape),
+            count_bytes: len - sums,
         }))
     }
 }
@@ -69,13 +177,13 @@ impl Kernel {
 impl Scratch {
     /// `ops` with the counts and sums bound.
     pub(super) fn bind<'a>(&'a mut self, ops: Operands<'a>) -> Operands<'a> {
-        let (counts, sums) = self.bytes.split_at_mut(self.numel * COUNT_SIZE);
-        let piece = |at: &mut [u8]| RawOperand {
+        let (counts, sums) = self.bytes.split_at_mut(self.count_bytes);
+        let piece = |at: &mut [u8], strides| RawOperand {
             address: Address::Write(at.as_mut_ptr()),
             shape: &self.shape,
-            strides: &self.strides,
+            strides,
         };
-        ops.with(Operand::Count, piece(counts))
-            .with(Operand::Acc, piece(sums))
+        ops.with(Operand::Counts, piece(counts, &self.count_strides))
+            .with(Operand::Sums, piece(sums, &self.sum_strides))
     }
 }

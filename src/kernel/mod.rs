@@ -3,11 +3,13 @@
 //! the plan's order; [`bind`] fills a pass's parameter block from shapes and strides and
 //! picks the loop order and variant; [`schedule`] splits a pass over threads; [`call`] is
 //! the one entry into machine code; [`report`] turns a bad-index exit into the error.
-//! [`mean`] allocates the sums and counts that `mean`'s passes walk; [`prepared`] binds a
+//! [`mean`] allocates the sums and counts that `mean`'s passes walk; [`compact`] checks
+//! GatherElements' wide indices into a narrow copy its apply reads; [`prepared`] binds a
 //! call once and runs it on new buffers.
 
 mod bind;
 mod call;
+mod compact;
 mod mean;
 mod passes;
 mod prepared;
@@ -17,8 +19,8 @@ mod schedule;
 use std::time::{Duration, Instant};
 
 use scatterjit_ir::{
-    checked_nbytes, DType, Error as IrError, KernelKey, Meta, OpKind, PassKind, Plan, Tensor,
-    TensorRole,
+    checked_nbytes, DType, Error as IrError, KernelKey, Meta, OpKind, Operand, PassKind, Plan,
+    Tensor,
 };
 
 use crate::abi::{ParamLayout, Variant};
@@ -30,7 +32,7 @@ use crate::once::OnceOk;
 use crate::tensor::{self, TensorView, TensorViewMut};
 
 pub use prepared::{Geometry, Prepared};
-pub use schedule::set_parallel_grain;
+pub use schedule::{set_engine_threads, set_parallel_grain};
 
 /// A compiled kernel: native code for every pass of one [`KernelKey`]. Its code stays
 /// mapped as long as any handle (`Arc<Kernel>`) to it lives.
@@ -49,6 +51,9 @@ pub struct Kernel {
     code: [Option<Box<[OnceOk<Code>]>>; PassKind::ALL.len()],
     /// Per [`PassKind`], like `code`: where the pass's parameters go.
     layouts: [Option<ParamLayout>; PassKind::ALL.len()],
+    /// GatherElements with wide indices: the same op on indices compacted to u16 or u32
+    /// (see `compact`), compiled on first use.
+    compact: OnceOk<Box<Kernel>>,
     compile_time: Duration,
 }
 
@@ -78,6 +83,7 @@ impl Kernel {
         let kernel = Kernel {
             code,
             layouts,
+            compact: OnceOk::default(),
             plan,
             compile_time: Duration::ZERO,
         };
@@ -169,7 +175,7 @@ impl Kernel {
     fn check_disjoint(
         &self,
         out: &TensorViewMut<'_>,
-        inputs: [(TensorRole, Option<&TensorView<'_>>); 3],
+        inputs: [(Operand, Option<&TensorView<'_>>); 3],
     ) -> Result<()> {
         for (tensor, input) in inputs {
             if input.is_some_and(|input| tensor::overlaps(out.span(), input.span())) {
@@ -228,9 +234,9 @@ impl Kernel {
         let out_shape = self.validate(data, indices, updates)?;
         self.check_out(out.meta(), &out_shape)?;
         let inputs = [
-            (TensorRole::Data, Some(data)),
-            (TensorRole::Indices, Some(indices)),
-            (TensorRole::Updates, updates),
+            (Operand::Data, Some(data)),
+            (Operand::Indices, Some(indices)),
+            (Operand::Updates, updates),
         ];
         self.check_disjoint(out, inputs)?;
         self.execute(out, Some(data), indices, updates, true)
@@ -240,7 +246,7 @@ impl Kernel {
     pub(crate) fn check_out(&self, out: Meta<'_>, out_shape: &[usize]) -> Result<()> {
         if out.shape != out_shape || out.dtype != self.plan.key.dtype() {
             return Err(Error::Invalid(IrError::InvalidView {
-                tensor: TensorRole::Output,
+                tensor: Operand::Output,
                 reason: format!(
                     "expected {} {:?}, got {} {:?}",
                     self.plan.key.dtype(),
@@ -279,9 +285,9 @@ impl Kernel {
         updates: &TensorView<'_>,
     ) -> Result<()> {
         let inputs = [
-            (TensorRole::Indices, Some(indices)),
-            (TensorRole::Updates, Some(updates)),
-            (TensorRole::Data, None),
+            (Operand::Indices, Some(indices)),
+            (Operand::Updates, Some(updates)),
+            (Operand::Data, None),
         ];
         self.check_disjoint(data, inputs)?;
         self.execute(data, None, indices, Some(updates), true)

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 use scatterjit_ir::{unravel, Operand, PassKind};
 
 use super::bind::Operands;
+use super::mean::Counts;
 use super::report::Stop;
 use super::Kernel;
 use crate::check;
@@ -44,7 +45,7 @@ impl Kernel {
         // Gather visits indices only where its output is non-empty; check them all anyway.
         let out_empty = out.shape().contains(&0);
         let check =
-            (check_first || (apply.domain == Operand::Out && out_empty)) && buckets.is_none();
+            (check_first || (apply.domain == Operand::Output && out_empty)) && buckets.is_none();
         let bad = |pass, stop: Stop| self.bad_index(pass, stop, &data_shape, indices);
         // Slices the sort found uniform are read one index each, as an expanded index is.
         let uniform = buckets
@@ -53,15 +54,33 @@ impl Kernel {
             .map(|_| indices.broadcast_off(key.axis()));
         let read_indices = uniform.as_ref().unwrap_or(indices);
         let mut partial_outputs = Vec::new();
+        let counts = match updates {
+            Some(updates) if self.plan.mean_accumulator().is_some() => {
+                let ops = Operands::default()
+                    .with(Operand::Indices, read_indices.raw())
+                    .with(Operand::Updates, updates.raw())
+                    .with(Operand::Output, out.raw());
+                self.counts(&ops, buckets.is_some())
+            }
+            _ => Counts::PerElement,
+        };
         let mut scratch = None;
         for nest in &self.plan.passes {
             let pass = nest.pass;
             if pass != PassKind::Check && scratch.is_none() {
                 // Before the first write, so that running out of memory leaves `out` as it was.
-                scratch = self.scratch(out.shape())?;
+                scratch = self.scratch(out.shape(), counts)?;
             }
             match pass {
-                PassKind::Check if check => self.check_indices(&data_shape, indices)?,
+                PassKind::Check if check => {
+                    if let (None, Some(data)) = (updates, data) {
+                        // The compacted gather checks, then runs its own apply.
+                        if self.gather_compacted(out, data, indices)? {
+                            return Ok(());
+                        }
+                    }
+                    self.check_indices(&data_shape, indices)?
+                }
                 PassKind::Check => {}
                 PassKind::Copy => {
                     // In place, out holds data already.
@@ -74,7 +93,7 @@ impl Kernel {
                         let mut ops = Operands::default()
                             .with(Operand::Indices, read_indices.raw())
                             .with(Operand::Updates, updates.raw())
-                            .with(Operand::Out, out.raw());
+                            .with(Operand::Output, out.raw());
                         if let Some(scratch) = scratch.as_mut() {
                             ops = scratch.bind(ops);
                         }
@@ -87,7 +106,7 @@ impl Kernel {
                         let ops = Operands::default()
                             .with(Operand::Data, data.raw())
                             .with(Operand::Indices, indices.raw())
-                            .with(Operand::Out, out.raw());
+                            .with(Operand::Output, out.raw());
                         self.run_pass(pass, &ops).map_err(|stop| bad(pass, stop))?;
                     }
                 },
@@ -117,7 +136,7 @@ impl Kernel {
         }
         let ops = Operands::default()
             .with(Operand::Data, data.raw())
-            .with(Operand::Out, out.raw());
+            .with(Operand::Output, out.raw());
         self.run_pass(PassKind::Copy, &ops)
             .map_err(|stop| match stop {
                 Stop::Failed(e) => e,

@@ -5,9 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use scatterjit_ir::{
-    DType, Error as IrError, Meta, OpKind, Operand, PassKind, TensorRole, OPERAND_SLOTS,
-};
+use scatterjit_ir::{DType, Error as IrError, Meta, OpKind, Operand, PassKind, OPERAND_SLOTS};
 
 use super::bind::{bind, variant_of, Operands, Order};
 use super::call::{enter, error_counters, on_stack};
@@ -241,22 +239,22 @@ impl Kernel {
                     }
                     Operands::default()
                         .with(Operand::Data, data.raw())
-                        .with(Operand::Out, out.raw())
+                        .with(Operand::Output, out.raw())
                 }
                 PassKind::Init | PassKind::Apply | PassKind::Finish => match &updates {
                     Some(updates) => Operands::default()
                         .with(Operand::Indices, indices.raw())
                         .with(Operand::Updates, updates.raw())
-                        .with(Operand::Out, out.raw()),
+                        .with(Operand::Output, out.raw()),
                     None => Operands::default()
                         .with(Operand::Data, data.raw())
                         .with(Operand::Indices, indices.raw())
-                        .with(Operand::Out, out.raw()),
+                        .with(Operand::Output, out.raw()),
                 },
             };
             let layout = ParamLayout::of(nest);
             let (params, order) = bind(&key, nest, &layout, &ops, false);
-            let variant = variant_of(nest, &layout, &params, &order);
+            let variant = variant_of(&layout, &params, &order);
             let domain = params[..layout.depth]
                 .iter()
                 .try_fold(1i64, |acc, &d| acc.checked_mul(d))
@@ -264,7 +262,7 @@ impl Kernel {
             largest_domain = largest_domain.max(domain);
             let mut slots = [false; OPERAND_SLOTS];
             for (slot, raw) in ops.slots.iter().enumerate() {
-                let placeholder = pass == PassKind::Check && slot == Operand::Data as usize;
+                let placeholder = pass == PassKind::Check && slot == Operand::Data.slot();
                 slots[slot] = raw.is_some() && !placeholder;
             }
             steps.push(Step::Pass(Box::new(BoundPass {
@@ -361,7 +359,7 @@ impl Prepared {
     ) -> Result<()> {
         if updates.is_some() != self.updates.is_some() {
             return Err(Error::Invalid(IrError::InvalidView {
-                tensor: TensorRole::Updates,
+                tensor: Operand::Updates,
                 reason: match updates {
                     Some(_) => "the call was prepared without updates".into(),
                     None => "the call was prepared with updates".into(),
@@ -408,13 +406,13 @@ impl Prepared {
                     .cast_mut(),
             ),
             (
-                Operand::Out,
+                Operand::Output,
                 out.as_mut_ptr().wrapping_add(self.out.start()),
             ),
         ];
         let mut all = [std::ptr::null_mut::<u8>(); OPERAND_SLOTS];
         for (operand, base) in bases {
-            all[operand as usize] = base;
+            all[operand.slot()] = base;
         }
         let index_dtype = self.kernel.plan.key.index_dtype();
         for step in &self.steps {

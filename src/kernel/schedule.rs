@@ -33,6 +33,17 @@ pub(super) fn parallel_grain() -> i64 {
     PARALLEL_GRAIN.load(Ordering::Relaxed)
 }
 
+/// The fewest threads the engine spreads buckets over (default 4); below, a scatter it
+/// takes runs its slices in one bucket, in order, on one thread.
+static ENGINE_THREADS: AtomicI64 = AtomicI64::new(4);
+
+/// Sets the fewest threads the parallel engine spreads its buckets over (default 4).
+/// Results do not depend on it; tests lower it so that small pools exercise the engine.
+#[doc(hidden)]
+pub fn set_engine_threads(threads: usize) {
+    ENGINE_THREADS.store(threads.clamp(2, 1 << 20) as i64, Ordering::Relaxed);
+}
+
 /// How a pass is cut into chunks that run in parallel: loop `level` (in the bound loop
 /// order) is split into `chunks` contiguous ranges.
 pub(super) struct Split {
@@ -67,7 +78,8 @@ const CHUNKS_PER_THREAD: usize = 4;
 ///
 /// Only loops whose chunks own disjoint destination elements may be split: any loop of a
 /// pass without an indexed destination (copy, check, the gathers) and, for scatter passes,
-/// any loop but the axis. Each chunk runs the same loop nest on a sub-range in the same
+/// any loop but the axis; and no loop along which a pass's written counts stay put (`mean`'s
+/// per-row counts). Each chunk runs the same loop nest on a sub-range in the same
 /// order, so every destination element sees the same updates in the same order as on one
 /// thread, and results are bit-identical.
 fn split(
@@ -89,7 +101,17 @@ fn split(
         .dest
         .as_ref()
         .is_some_and(|dest| dest.indexed_dim().is_some());
-    let splittable = |n: usize| !(indexed_dest && order[n] == key.axis()) && dims[n] >= 2;
+    // Per-row counts (stride 0 along a loop) are shared by every chunk of that loop.
+    let writes_count = matches!(nest.combine, Combine::Start(_) | Combine::Accumulate(_));
+    let count_still = |n: usize| {
+        writes_count
+            && layout
+                .accesses
+                .iter()
+                .any(|a| a.operand == Operand::Counts && params[a.strides_at + n] == 0)
+    };
+    let axis_of_indexed = |n: usize| indexed_dest && order[n] == key.axis();
+    let splittable = |n: usize| !axis_of_indexed(n) && !count_still(n) && dims[n] >= 2;
     let level = (0..depth).find(|&n| splittable(n))?;
     let steps = steps(key, layout, params, level);
     let max_chunks = (work / grain) as usize;
@@ -186,6 +208,15 @@ impl Kernel {
     ///
     /// Narrower slices (a histogram's single elements) stay off the engine: each bucket
     /// would walk every cache line of indices and updates to use a few bytes of each.
+    ///
+    /// A bucket reads its slices' updates with gaps, which defeats the hardware's
+    /// prefetch: per slice, a bucket took about 3x the time of one thread streaming every
+    /// slice in order (2-vCPU machine, 2026-11-24: expanded GNN add 14.6 ms on one thread,
+    /// 21.4 on two threads' buckets; max 20.5 and 31.0). So the engine spreads buckets over
+    /// the pool only from [`set_engine_threads`] threads (4, the first count above that
+    /// ratio); with fewer, all slices go into one bucket, in order, run on one thread. That
+    /// still pays: the sort's one read of each index checks it, and an index found
+    /// uniform by value is then read once per slice, not once per element.
     pub(super) fn buckets(
         &self,
         data_shape: &[usize],
@@ -206,7 +237,7 @@ impl Kernel {
         let shape = indices.shape();
         let axis = key.axis();
         let work = checked_numel(shape).ok()?;
-        if key.kind() != OpKind::ScatterElements || threads < 2 || work < 2 * grain {
+        if key.kind() != OpKind::ScatterElements || work < 2 * grain {
             return None;
         }
         // No dim is 0 now, so every product of dims is at most `work` (an empty index may
@@ -222,12 +253,13 @@ impl Kernel {
         if !wanted {
             return None;
         }
-        engine::sort(
-            indices,
-            axis,
-            data_shape[axis],
-            BUCKETS_PER_THREAD * threads,
-        )
+        let spread = threads as i64 >= ENGINE_THREADS.load(Ordering::Relaxed);
+        let target = if spread {
+            BUCKETS_PER_THREAD * threads
+        } else {
+            1
+        };
+        engine::sort(indices, axis, data_shape[axis], target)
     }
 
     /// Fills the parameter block of `pass` from the operands' shapes and strides and calls it,
@@ -264,7 +296,7 @@ impl Kernel {
             return self.run_buckets(pass, nest, layout, ops, buckets);
         }
         let (params, order) = bind(&self.plan.key, nest, layout, ops, false);
-        let entry = self.entry(pass, variant_of(nest, layout, &params, &order), false)?;
+        let entry = self.entry(pass, variant_of(layout, &params, &order), false)?;
         let call = Call {
             entry,
             pointers: pointers(ops),
@@ -274,7 +306,7 @@ impl Kernel {
         let plan = split(key, nest, layout, &call.params, &order);
         let partial = match (&plan, partial_outputs) {
             (None, Some(partial_outputs)) => {
-                let out = ops.get(Operand::Out);
+                let out = ops.get(Operand::Output);
                 partial_split(key, nest, layout, &call.params, &order, out).and_then(|split| {
                     let Combine::Reduce(reduction) = nest.combine else {
                         unreachable!("partial_split takes reductions only")
@@ -299,7 +331,7 @@ impl Kernel {
                         .map(|buffer| {
                             let mut pointers = call.pointers;
                             if let Some(buffer) = buffer {
-                                pointers[Operand::Out as usize] = buffer.as_mut_ptr();
+                                pointers[Operand::Output as usize] = buffer.as_mut_ptr();
                             }
                             Call {
                                 entry: call.entry,
@@ -349,7 +381,7 @@ impl Kernel {
         // A one-loop listed pass has no row to compile a variant for.
         let variant = match layout.depth {
             1 => Variant::Strided,
-            _ => variant_of(nest, layout, &params, &order),
+            _ => variant_of(layout, &params, &order),
         };
         let call = Call {
             entry: self.entry(pass, variant, true)?,
@@ -403,7 +435,7 @@ mod tests {
             let ops = Operands::default()
                 .with(Operand::Indices, iv.raw())
                 .with(Operand::Updates, uv.raw())
-                .with(Operand::Out, ov.raw());
+                .with(Operand::Output, ov.raw());
             let (params, order) = bind(&key, nest, &layout, &ops, false);
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(2)

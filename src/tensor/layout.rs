@@ -1,7 +1,7 @@
 //! The geometry of a view (dtype, shape, element strides, offset) and its checks: every
 //! position inside the buffer, and for writable views no two positions on one element.
 
-use scatterjit_ir::{checked_numel, row_major_strides, DType, Error, Result, TensorRole};
+use scatterjit_ir::{checked_numel, row_major_strides, DType, Error, Operand, Result};
 
 /// The geometry shared by both view kinds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,7 +28,7 @@ impl Layout {
     }
 
     pub(super) fn new(
-        tensor: TensorRole,
+        tensor: Operand,
         dtype: DType,
         shape: &[usize],
         strides: &[isize],
@@ -118,7 +118,7 @@ impl Layout {
         if !self.is_non_overlapping() {
             let (shape, strides) = (&self.shape, &self.strides);
             return Err(Error::InvalidView {
-                tensor: TensorRole::Output,
+                tensor: Operand::Output,
                 reason: format!("shape {shape:?} with strides {strides:?} makes elements overlap"),
             });
         }

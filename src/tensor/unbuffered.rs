@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use scatterjit_ir::{DType, Result, TensorRole};
+use scatterjit_ir::{DType, Operand, Result};
 
 use super::layout::Layout;
 use super::raw::{Address, RawOperand};
@@ -28,9 +28,9 @@ impl Unbuffered {
     ) -> Result<Unbuffered> {
         // The roles the views name in their errors; no buffer is larger than isize::MAX.
         let tensor = if writable {
-            TensorRole::Output
+            Operand::Output
         } else {
-            TensorRole::Data
+            Operand::Data
         };
         let any = isize::MAX as usize;
         let mut layout = Layout::new(tensor, dtype, shape, strides, offset, any)?;

@@ -4,8 +4,7 @@
 use std::ops::Range;
 
 use scatterjit_ir::{
-    checked_nbytes, checked_numel, row_major_strides, DType, Error, Meta, Result, Tensor,
-    TensorRole,
+    checked_nbytes, checked_numel, row_major_strides, DType, Error, Meta, Operand, Result, Tensor,
 };
 
 use super::layout::Layout;
@@ -100,7 +99,7 @@ impl<'a> TensorView<'a> {
         offset: usize,
         bytes: &'a [u8],
     ) -> Result<Self> {
-        let layout = Layout::new(TensorRole::Data, dtype, shape, strides, offset, bytes.len())?;
+        let layout = Layout::new(Operand::Data, dtype, shape, strides, offset, bytes.len())?;
         Ok(TensorView {
             layout,
             bytes,
@@ -258,15 +257,8 @@ impl<'a> TensorViewMut<'a> {
         offset: usize,
         bytes: &'a mut [u8],
     ) -> Result<Self> {
-        let layout = Layout::new(
-            TensorRole::Output,
-            dtype,
-            shape,
-            strides,
-            offset,
-            bytes.len(),
-        )?
-        .writable()?;
+        let layout =
+            Layout::new(Operand::Output, dtype, shape, strides, offset, bytes.len())?.writable()?;
         Ok(TensorViewMut {
             layout,
             bytes,

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use scatterjit::ir::{
     checked_nbytes, checked_numel, interp, normalize_axis, unravel, DType, Error as IrError,
-    KernelKey, Meta, Op, OpKind, Plan, Reduction, Tensor, TensorRole, Validated, MAX_RANK,
+    KernelKey, Meta, Op, OpKind, Operand, Plan, Reduction, Tensor, Validated, MAX_RANK,
 };
 
 use scatterjit::{Error, KernelCache, TensorView, TensorViewMut};
@@ -474,11 +474,13 @@ pub(crate) fn hold_every_key() {
 }
 
 /// Pools of 1 and 3 threads, with the parallel grain lowered (process-wide) to 2 elements
-/// so that small problems are split too.
+/// so that small problems are split too, and the engine spreading its buckets from 2
+/// threads, so that the 3-thread pool runs them in parallel.
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     static POOLS: OnceLock<[rayon::ThreadPool; 2]> = OnceLock::new();
     POOLS.get_or_init(|| {
         scatterjit::set_parallel_grain(2);
+        scatterjit::set_engine_threads(2);
         let pool = |n| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
@@ -931,14 +933,14 @@ pub fn differential(data: &[u8]) {
     let ds = lay_out(c, &data_t, false);
     let is = lay_out(c, &indices_t, false);
     let us = updates_t.as_ref().map(|u| lay_out(c, u, false));
-    fn view<'a>(t: &Tensor, s: &'a Strided, role: TensorRole) -> TensorView<'a> {
+    fn view<'a>(t: &Tensor, s: &'a Strided, role: Operand) -> TensorView<'a> {
         TensorView::new(t.dtype(), t.shape(), &s.strides, s.offset, &s.bytes)
             .unwrap_or_else(|e| panic!("a generated {role} layout is a valid view: {e}"))
     }
-    let dv = view(&data_t, &ds, TensorRole::Data);
-    let iv = view(&indices_t, &is, TensorRole::Indices);
+    let dv = view(&data_t, &ds, Operand::Data);
+    let iv = view(&indices_t, &is, Operand::Indices);
     let uv = match (&updates_t, &us) {
-        (Some(u), Some(s)) => Some(view(u, s, TensorRole::Updates)),
+        (Some(u), Some(s)) => Some(view(u, s, Operand::Updates)),
         _ => None,
     };
     let mut layouts = [0u8; 32];

@@ -287,7 +287,8 @@ impl Workload {
     }
 }
 
-/// SplitMix64: small, fast, and good enough for benchmark inputs.
+/// SplitMix64: small, fast, and good enough for benchmark and test inputs; the same seed
+/// gives the same values, so a failing case reproduces from its seed.
 pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
@@ -303,6 +304,19 @@ impl SplitMix64 {
     /// Uniform in `[0, n)` (multiply-shift; the bias is below 2^-40 for these sizes).
     pub fn below(&mut self, n: usize) -> usize {
         ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+
+    /// Uniform in `[0, n)` for `n` up to `u64::MAX` (multiply-shift; 0 for `n == 0`).
+    pub fn below_u64(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// One of `items`, uniformly.
+    ///
+    /// # Panics
+    /// If `items` is empty.
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
     }
 
     /// Uniform in [-1, 1) on a grid of `2^-(bits - 1)`, exact in a float with a

@@ -11,8 +11,8 @@
 
 use half::{bf16, f16};
 use scatterjit::ir::{
-    row_major_strides, unravel, DType, Element, Error as IrError, Op, OpKind, Reduction, Tensor,
-    TensorRole,
+    row_major_strides, unravel, DType, Element, Error as IrError, Op, OpKind, Operand, Reduction,
+    Tensor,
 };
 
 use scatterjit::{Error, Result};
@@ -189,7 +189,7 @@ pub fn run_into(
     let validated = op.validate(data.meta(), indices.meta(), updates.map(Tensor::meta))?;
     if out.dtype() != data.dtype() || out.shape() != validated.out_shape.as_slice() {
         return Err(Error::Invalid(IrError::InvalidView {
-            tensor: TensorRole::Output,
+            tensor: Operand::Output,
             reason: format!(
                 "expected {} {:?}, got {} {:?}",
                 data.dtype(),
@@ -230,7 +230,7 @@ pub fn run_into(
 /// every tensor of this crate 16-byte alignment; this guards the assumption).
 fn misaligned(dtype: DType) -> Error {
     Error::Invalid(IrError::InvalidView {
-        tensor: TensorRole::Data,
+        tensor: Operand::Data,
         reason: format!("storage is not aligned for {dtype}"),
     })
 }

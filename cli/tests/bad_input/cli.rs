@@ -6,7 +6,7 @@ use std::fs;
 use std::process::Output;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use scatterjit::ir::{interp, DType, Tensor, TensorRole};
+use scatterjit::ir::{interp, DType, Operand, Tensor};
 use scatterjit::Error;
 
 use super::columns::{Src, COLUMNS};
@@ -122,9 +122,9 @@ fn matrix_cli_output_names_an_input() {
         let Some(args) = column.cli(1) else {
             continue;
         };
-        let mut roles = vec![TensorRole::Data, TensorRole::Indices];
+        let mut roles = vec![Operand::Data, Operand::Indices];
         if column.scatters() {
-            roles.push(TensorRole::Updates);
+            roles.push(Operand::Updates);
         }
         for role in roles {
             for valid in [false, true] {
@@ -143,11 +143,11 @@ fn matrix_cli_output_names_an_input() {
                     let expected = interp::run(&op, &p.data, &p.indices, src);
                     let dir = Dir::new(&unique("matrix-alias"));
                     let mut paths = vec![
-                        (TensorRole::Data, dir.npy("data.npy", &p.data)),
-                        (TensorRole::Indices, dir.npy("indices.npy", &p.indices)),
+                        (Operand::Data, dir.npy("data.npy", &p.data)),
+                        (Operand::Indices, dir.npy("indices.npy", &p.indices)),
                     ];
                     if let Some(src) = src {
-                        paths.push((TensorRole::Updates, dir.npy("updates.npy", src)));
+                        paths.push((Operand::Updates, dir.npy("updates.npy", src)));
                     }
                     let before: Vec<Vec<u8>> = paths
                         .iter()

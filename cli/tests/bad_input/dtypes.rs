@@ -1,7 +1,7 @@
 //! Dtypes that do not fit the op: unsupported reductions, non-integer indices, updates of
 //! another dtype than data's.
 
-use scatterjit::ir::{DType, Error as IrError, OpKind, Reduction, TensorRole};
+use scatterjit::ir::{DType, Error as IrError, OpKind, Operand, Reduction};
 
 use super::inputs::{f32s, filled, label, scatter, scatter_with, zero_indices};
 use super::problem::{invalid, per_column, Problem};
@@ -92,7 +92,7 @@ fn dtype_cases() -> Vec<Row> {
             Some((updates, &[2, 4])),
             IrError::DTypeMismatch {
                 op: OpKind::ScatterElements,
-                tensor: TensorRole::Updates,
+                tensor: Operand::Updates,
                 expected: data,
                 actual: updates,
             },
@@ -173,7 +173,7 @@ fn matrix_mismatched_dtypes() {
                     );
                     let e = IrError::DTypeMismatch {
                         op: column.kind(),
-                        tensor: TensorRole::Updates,
+                        tensor: Operand::Updates,
                         expected: data,
                         actual: updates,
                     };

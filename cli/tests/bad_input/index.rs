@@ -4,7 +4,7 @@
 use scatterjit::ir::{DType, Error as IrError, Op, Tensor};
 
 use super::columns::Column;
-use super::inputs::{f32s, filled, ints, ix, range_of, scatter, INDEX_DTYPES};
+use super::inputs::{f32s, filled, index_dtypes, ints, ix, range_of, scatter};
 use super::problem::{expand, out_of_bounds, per_column, problem_of, rows, Named, Problem};
 use super::run_matrix;
 
@@ -524,7 +524,7 @@ fn matrix_index_at_s() {
     run_matrix(
         "index s",
         per_column(|column| {
-            INDEX_DTYPES
+            index_dtypes()
                 .iter()
                 .map(|&d| (format!("{d} index 5"), bad_index(column, 1, d, 5)))
                 .collect()
@@ -537,7 +537,7 @@ fn matrix_index_at_minus_s_minus_1() {
     run_matrix(
         "index -s-1",
         per_column(|column| {
-            INDEX_DTYPES
+            index_dtypes()
                 .iter()
                 .filter(|d| d.is_signed_integer())
                 .map(|&d| {
@@ -557,7 +557,7 @@ fn matrix_index_type_extremes() {
         "index type extremes",
         per_column(|column| {
             let mut cases = Vec::new();
-            for dtype in INDEX_DTYPES {
+            for dtype in index_dtypes() {
                 let (lo, hi) = range_of(dtype);
                 // An unsigned type's minimum, 0, is a valid index (see the valid row).
                 for bad in [lo, hi].into_iter().filter(|&v| v != 0) {
@@ -577,7 +577,7 @@ fn matrix_valid_index_bounds() {
     run_matrix(
         "valid indices 0, s-1, -s (positive controls)",
         per_column(|column| {
-            INDEX_DTYPES
+            index_dtypes()
                 .iter()
                 .map(|&dtype| {
                     let values: Vec<i128> = if dtype.is_signed_integer() {

@@ -279,16 +279,14 @@ pub(crate) fn each_reduction(op: Op, dtype: DType) -> Vec<(String, Op)> {
     }
 }
 
-pub(crate) const INDEX_DTYPES: [DType; 8] = [
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-];
+/// The index dtypes.
+pub(crate) fn index_dtypes() -> Vec<DType> {
+    DType::ALL
+        .iter()
+        .copied()
+        .filter(|d| d.is_integer())
+        .collect()
+}
 
 /// An integer tensor of `dtype` from exact values (each must fit the type).
 pub(crate) fn ints(dtype: DType, shape: &[usize], values: &[i128]) -> Tensor {

@@ -56,7 +56,7 @@ use std::cell::Cell;
 use std::fmt::{Debug, Display};
 use std::panic::{self, AssertUnwindSafe};
 
-use scatterjit::ir::{Error as IrError, Tensor, TensorRole};
+use scatterjit::ir::{Error as IrError, Operand, Tensor};
 use scatterjit::Error;
 
 // ---------------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ pub(crate) enum Expect {
     /// Exactly this error.
     Exact(IrError),
     /// `InvalidView` of this tensor, whatever the reason text.
-    InvalidView(TensorRole),
+    InvalidView(Operand),
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 //! Kernels given operands they were not compiled for, and buffers too short for their views.
 
 use scatterjit::ir::{
-    DType, Error as IrError, KernelKey, Mismatch, OpKind, Reduction, Tensor, TensorRole,
+    DType, Error as IrError, KernelKey, Mismatch, OpKind, Operand, Reduction, Tensor,
 };
 use scatterjit::{Error, TensorView, TensorViewMut};
 
@@ -15,7 +15,7 @@ use super::sizes::cli_bad_file;
 use super::{custom, row, run_matrix, Row};
 
 /// `kernel` given a `tensor` whose dtype or rank (`mismatch`) is that of kernel `needed`.
-fn mismatched(kernel: &KernelKey, tensor: TensorRole, mismatch: Mismatch, needed: &str) -> Error {
+fn mismatched(kernel: &KernelKey, tensor: Operand, mismatch: Mismatch, needed: &str) -> Error {
     Error::Invalid(IrError::KernelMismatch {
         op: kernel.kind(),
         kernel: kernel.to_string(),
@@ -35,7 +35,7 @@ fn ranks(expected: usize, actual: usize) -> Mismatch {
 
 fn bad_output(reason: &str) -> Error {
     Error::Invalid(IrError::InvalidView {
-        tensor: TensorRole::Output,
+        tensor: Operand::Output,
         reason: reason.to_string(),
     })
 }
@@ -110,7 +110,7 @@ fn mismatch_cases() -> Vec<Row> {
     let ge_key = KernelKey::gather_elements(F32, I64, 2, 1).unwrap();
     let good = || ix(&[2, 4], &[0i64, 1, 2, 3, 4, 0, 1, 2]);
     let scatter_inputs = || (f32s(&[3, 5]), good(), Some(filled(F32, &[2, 4], 7)));
-    use TensorRole::{Data, Indices};
+    use Operand::{Data, Indices};
     vec![
         mismatch(
             "f32 scatter kernel, i32 operands",
@@ -305,9 +305,9 @@ fn matrix_kernel_operand_dtype_mismatch() {
                         let key = key_for(&op, F32, I64, 2, 2).expect("a valid key");
                         let need = key_for(&op, dtype, index_dtype, 2, 2).expect("a valid key");
                         let (tensor, mismatch) = if dtype == F32 {
-                            (TensorRole::Indices, dtypes(I64, index_dtype))
+                            (Operand::Indices, dtypes(I64, index_dtype))
                         } else {
-                            (TensorRole::Data, dtypes(F32, dtype))
+                            (Operand::Data, dtypes(F32, dtype))
                         };
                         let expected = Err(mismatched(&key, tensor, mismatch, &need.to_string()));
                         let Some(kernel) = get_kernel(t.c, &key) else {
@@ -350,16 +350,17 @@ fn matrix_kernel_operand_dtype_mismatch() {
 
 /// Every way to hand over `role`'s buffer one element short (owned tensor, contiguous view,
 /// strided views reaching past the end or before the start, a truncated `.npy` payload).
-fn short_buffer_row(column: Column, role: TensorRole) -> Row {
+fn short_buffer_row(column: Column, role: Operand) -> Row {
     let (dtype, shape): (DType, Vec<usize>) = match role {
-        TensorRole::Data | TensorRole::Output => (DType::F32, vec![3, 5]),
-        TensorRole::Indices => (DType::I64, vec![2, 4]),
-        TensorRole::Updates => (
+        Operand::Data | Operand::Output => (DType::F32, vec![3, 5]),
+        Operand::Indices => (DType::I64, vec![2, 4]),
+        Operand::Updates => (
             DType::F32,
             column
                 .src(DType::F32, &[2, 4])
                 .map_or(vec![2, 4], |s| s.view().shape().to_vec()),
         ),
+        Operand::Sums | Operand::Counts => unreachable!("scratch is no argument of a call"),
     };
     row(
         format!("{}: {role} {dtype} {shape:?}", column.name()),
@@ -377,7 +378,7 @@ fn short_buffer_row(column: Column, role: TensorRole) -> Row {
             let past_end = [shape[1] as isize + 1, 1];
             let backwards = [-(shape[1] as isize), 1];
             let invalid_view = |e: &IrError| matches!(e, IrError::InvalidView { .. });
-            if role == TensorRole::Output {
+            if role == Operand::Output {
                 let mut short = short.clone();
                 let got = TensorViewMut::new(dtype, &shape, &row_major, 0, &mut short).map(|_| ());
                 t.refused(
@@ -439,7 +440,7 @@ fn invalid_output(e: &IrError) -> bool {
     matches!(
         e,
         IrError::InvalidView {
-            tensor: TensorRole::Output,
+            tensor: Operand::Output,
             ..
         }
     )
@@ -447,7 +448,7 @@ fn invalid_output(e: &IrError) -> bool {
 
 #[test]
 fn matrix_buffers_too_short() {
-    use TensorRole::{Data, Indices, Output, Updates};
+    use Operand::{Data, Indices, Output, Updates};
     let mut rows = Vec::new();
     for column in COLUMNS {
         for role in [Data, Indices, Output] {

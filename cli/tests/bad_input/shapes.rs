@@ -1,6 +1,6 @@
 //! Ranks, shapes and axes that do not fit the op.
 
-use scatterjit::ir::{DType, Error as IrError, Op, OpKind, Relation, TensorRole, MAX_RANK};
+use scatterjit::ir::{DType, Error as IrError, Op, OpKind, Operand, Relation, MAX_RANK};
 
 use super::columns::{Column, Src};
 use super::inputs::{f32s, filled, scatter, zero_indices};
@@ -20,7 +20,7 @@ pub(crate) fn updates_for(op: &Op, dtype: DType, shape: &[usize]) -> Option<(DTy
     (op.kind() == OpKind::ScatterElements).then(|| (dtype, shape.to_vec()))
 }
 
-pub(crate) fn rank_error(op: OpKind, tensor: TensorRole, rank: usize, expected: &str) -> IrError {
+pub(crate) fn rank_error(op: OpKind, tensor: Operand, rank: usize, expected: &str) -> IrError {
     IrError::Rank {
         op,
         tensor,
@@ -32,7 +32,7 @@ pub(crate) fn rank_error(op: OpKind, tensor: TensorRole, rank: usize, expected: 
 fn rank_cases() -> Vec<Row> {
     use DType::{F32, I64};
     use OpKind::{Gather, GatherElements, ScatterElements};
-    use TensorRole::{Data, Indices, Updates};
+    use Operand::{Data, Indices, Updates};
     let ones = |n: usize| vec![1usize; n];
     let max = MAX_RANK;
     let above = format!("1 to {max}");
@@ -209,7 +209,7 @@ fn rank_cases() -> Vec<Row> {
 
 fn shape_error(
     op: OpKind,
-    tensor: TensorRole,
+    tensor: Operand,
     (dim, size): (usize, usize),
     relation: Relation,
     other_size: usize,
@@ -220,10 +220,10 @@ fn shape_error(
         dim,
         size,
         relation,
-        other: if tensor == TensorRole::Updates {
-            TensorRole::Indices
+        other: if tensor == Operand::Updates {
+            Operand::Indices
         } else {
-            TensorRole::Data
+            Operand::Data
         },
         other_size,
     }
@@ -232,7 +232,7 @@ fn shape_error(
 fn shape_cases() -> Vec<Row> {
     use DType::{F32, I64};
     use OpKind::{GatherElements, ScatterElements};
-    use TensorRole::{Indices, Updates};
+    use Operand::{Indices, Updates};
     vec![
         invalid(
             "scatter: indices dim 1 > data dim 1 (axis 0)",
@@ -369,7 +369,7 @@ fn axis_errors() {
 
 pub(crate) fn column_rank_error(
     column: Column,
-    tensor: TensorRole,
+    tensor: Operand,
     rank: usize,
     expected: &str,
 ) -> IrError {
@@ -383,7 +383,7 @@ pub(crate) fn column_rank_error(
 
 #[test]
 fn matrix_ranks_that_differ() {
-    use TensorRole::{Data, Indices, Updates};
+    use Operand::{Data, Indices, Updates};
     let max = MAX_RANK;
     let ones = |n: usize| vec![1usize; n];
     run_matrix(
@@ -488,7 +488,7 @@ fn matrix_ranks_that_differ() {
 
 fn shape_error_between(
     column: Column,
-    (tensor, other): (TensorRole, TensorRole),
+    (tensor, other): (Operand, Operand),
     (dim, size): (usize, usize),
     relation: Relation,
     other_size: usize,
@@ -506,7 +506,7 @@ fn shape_error_between(
 
 #[test]
 fn matrix_off_axis_index_dims_larger_than_data() {
-    use TensorRole::{Data, Indices};
+    use Operand::{Data, Indices};
     run_matrix(
         "off-axis index dims larger than data's",
         per_column(|column| {
@@ -555,7 +555,7 @@ fn matrix_off_axis_index_dims_larger_than_data() {
 
 #[test]
 fn matrix_updates_smaller_than_indices() {
-    use TensorRole::{Indices, Updates};
+    use Operand::{Indices, Updates};
     run_matrix(
         "updates smaller than indices",
         per_column(|column| {

@@ -2,9 +2,7 @@
 
 use std::ffi::OsString;
 
-use scatterjit::ir::{
-    DType, Error as IrError, KernelKey, Op, OpKind, Reduction, Tensor, TensorRole,
-};
+use scatterjit::ir::{DType, Error as IrError, KernelKey, Op, OpKind, Operand, Reduction, Tensor};
 use scatterjit::{Error, TensorView};
 use scatterjit_cli::npy;
 
@@ -208,7 +206,7 @@ fn overflow_cases() -> Vec<Row> {
             (F32, &[max, 0]),
             (I64, &[2]),
             None,
-            overflow(OpKind::Gather, TensorRole::Output, &[max, 2]),
+            overflow(OpKind::Gather, Operand::Output, &[max, 2]),
         ),
         invalid(
             "gather: output [2, usize::MAX] of data [0, usize::MAX]",
@@ -216,7 +214,7 @@ fn overflow_cases() -> Vec<Row> {
             (F32, &[0, max]),
             (I64, &[2]),
             None,
-            overflow(OpKind::Gather, TensorRole::Output, &[2, max]),
+            overflow(OpKind::Gather, Operand::Output, &[2, max]),
         ),
         invalid(
             "gather: f64 output [2^61, 1], bytes overflow",
@@ -224,7 +222,7 @@ fn overflow_cases() -> Vec<Row> {
             (F64, &[e61, 0]),
             (I64, &[1]),
             None,
-            overflow(OpKind::Gather, TensorRole::Output, &[e61, 1]),
+            overflow(OpKind::Gather, Operand::Output, &[e61, 1]),
         ),
         invalid(
             "gather: u8 output [2^63, 1], bytes past isize::MAX",
@@ -232,7 +230,7 @@ fn overflow_cases() -> Vec<Row> {
             (U8, &[e63, 0]),
             (I64, &[1]),
             None,
-            overflow(OpKind::Gather, TensorRole::Output, &[e63, 1]),
+            overflow(OpKind::Gather, Operand::Output, &[e63, 1]),
         ),
         // Huge inputs: validation and keys only (the tensors cannot be built).
         invalid(
@@ -241,7 +239,7 @@ fn overflow_cases() -> Vec<Row> {
             (F32, &[max, 2]),
             (I64, &[1, 1]),
             Some((F32, &[1, 1])),
-            overflow(OpKind::ScatterElements, TensorRole::Data, &[max, 2]),
+            overflow(OpKind::ScatterElements, Operand::Data, &[max, 2]),
         ),
         invalid(
             "scatter: f32 data [2^62, 1], bytes overflow",
@@ -249,7 +247,7 @@ fn overflow_cases() -> Vec<Row> {
             (F32, &[e62, 1]),
             (I64, &[1, 1]),
             Some((F32, &[1, 1])),
-            overflow(OpKind::ScatterElements, TensorRole::Data, &[e62, 1]),
+            overflow(OpKind::ScatterElements, Operand::Data, &[e62, 1]),
         ),
         invalid(
             "scatter: u8 data [2^63], bytes past isize::MAX",
@@ -257,7 +255,7 @@ fn overflow_cases() -> Vec<Row> {
             (U8, &[e63]),
             (I64, &[1]),
             Some((U8, &[1])),
-            overflow(OpKind::ScatterElements, TensorRole::Data, &[e63]),
+            overflow(OpKind::ScatterElements, Operand::Data, &[e63]),
         ),
         invalid(
             "scatter: updates [usize::MAX, 2]",
@@ -265,7 +263,7 @@ fn overflow_cases() -> Vec<Row> {
             (F32, &[2, 3]),
             (I64, &[1, 1]),
             Some((F32, &[max, 2])),
-            overflow(OpKind::ScatterElements, TensorRole::Updates, &[max, 2]),
+            overflow(OpKind::ScatterElements, Operand::Updates, &[max, 2]),
         ),
         invalid(
             "gather_elements: indices [2^61, 2], bytes overflow",
@@ -273,7 +271,7 @@ fn overflow_cases() -> Vec<Row> {
             (F32, &[2, 3]),
             (I64, &[e61, 2]),
             None,
-            overflow(OpKind::GatherElements, TensorRole::Indices, &[e61, 2]),
+            overflow(OpKind::GatherElements, Operand::Indices, &[e61, 2]),
         ),
         invalid(
             "gather: data [usize::MAX, 3]",
@@ -281,7 +279,7 @@ fn overflow_cases() -> Vec<Row> {
             (F32, &[max, 3]),
             (I64, &[1]),
             None,
-            overflow(OpKind::Gather, TensorRole::Data, &[max, 3]),
+            overflow(OpKind::Gather, Operand::Data, &[max, 3]),
         ),
         invalid(
             "gather: indices [2^61], bytes overflow",
@@ -289,7 +287,7 @@ fn overflow_cases() -> Vec<Row> {
             (F32, &[3]),
             (I64, &[e61]),
             None,
-            overflow(OpKind::Gather, TensorRole::Indices, &[e61]),
+            overflow(OpKind::Gather, Operand::Indices, &[e61]),
         ),
     ]
 }
@@ -325,7 +323,7 @@ fn npy_header(descr: &str, shape: &[usize]) -> Vec<u8> {
 pub(crate) fn cli_bad_file(
     t: &mut Tally,
     column: Column,
-    role: TensorRole,
+    role: Operand,
     bad: &[u8],
     kind: fn(&npy::NpyErrorKind) -> bool,
 ) {
@@ -334,9 +332,9 @@ pub(crate) fn cli_bad_file(
     };
     let dir = Dir::new(&unique("matrix-file"));
     let mut argv: Vec<OsString> = args.into_iter().map(OsString::from).collect();
-    let mut roles = vec![TensorRole::Data, TensorRole::Indices];
+    let mut roles = vec![Operand::Data, Operand::Indices];
     if column.scatters() {
-        roles.push(TensorRole::Updates);
+        roles.push(Operand::Updates);
     }
     let mut bad_path = None;
     for r in roles {
@@ -347,8 +345,8 @@ pub(crate) fn cli_bad_file(
             path
         } else {
             match r {
-                TensorRole::Data => dir.npy(&name, &f32s(&[3, 5])),
-                TensorRole::Indices => dir.npy(&name, &zero_indices(DType::I64, &[2, 4])),
+                Operand::Data => dir.npy(&name, &f32s(&[3, 5])),
+                Operand::Indices => dir.npy(&name, &zero_indices(DType::I64, &[2, 4])),
                 _ => dir.npy(&name, &filled(DType::F32, &[2, 4], 7)),
             }
         };
@@ -372,13 +370,13 @@ pub(crate) fn cli_bad_file(
 /// An operand of `shape` whose byte count overflows: the owned-tensor constructor refuses
 /// it, a broadcast view of it reaches the kernel calls (which refuse it, writing nothing),
 /// and a `.npy` header announcing it is refused by the CLI.
-fn overflow_row(column: Column, role: TensorRole, dtype: DType, shape: Vec<usize>) -> Row {
+fn overflow_row(column: Column, role: Operand, dtype: DType, shape: Vec<usize>) -> Row {
     let name = format!("{}: {role} {dtype} {shape:?}", column.name());
     row(name, move |t| {
         let expected_ctor = IrError::ShapeOverflow {
             shape: shape.clone(),
         };
-        if !(role == TensorRole::Updates && column == Column::TorchScalar) {
+        if !(role == Operand::Updates && column == Column::TorchScalar) {
             let got = Tensor::from_bytes(dtype, shape.clone(), Vec::new());
             t.err("Tensor::from_bytes", got, &expected_ctor);
         }
@@ -398,8 +396,8 @@ fn overflow_row(column: Column, role: TensorRole, dtype: DType, shape: Vec<usize
         let mut iv = TensorView::from(&indices);
         let mut uv = src.as_ref().map(Src::view);
         match role {
-            TensorRole::Data => dv = huge,
-            TensorRole::Indices => iv = huge,
+            Operand::Data => dv = huge,
+            Operand::Indices => iv = huge,
             _ => uv = Some(huge),
         }
         let key = key_for(&op, dv.dtype(), iv.dtype(), 2, iv.shape().len()).expect("a valid key");
@@ -413,7 +411,7 @@ fn overflow_row(column: Column, role: TensorRole, dtype: DType, shape: Vec<usize
         let bytes = (before.bytes(), out.bytes());
         t.written("Kernel::run_into", got, bytes, || out.clone(), &expected);
         if let (Some((reduction, init)), Some(uv), false) =
-            (column.reduction(), &uv, role == TensorRole::Data)
+            (column.reduction(), &uv, role == Operand::Data)
         {
             let mut target = data.clone();
             let got = kernel.scatter_in_place(&mut (&mut target).into(), &iv, uv);
@@ -445,7 +443,7 @@ fn overflow_row(column: Column, role: TensorRole, dtype: DType, shape: Vec<usize
 
 #[test]
 fn matrix_shape_products_that_overflow() {
-    use TensorRole::{Data, Indices, Updates};
+    use Operand::{Data, Indices, Updates};
     // Element counts that fit usize, byte counts that do not.
     let e61 = 1usize << 61;
     let mut rows = Vec::new();
@@ -461,7 +459,7 @@ fn matrix_shape_products_that_overflow() {
     let p = Problem::new(Column::Gather, 1, data, zero_indices(DType::I64, &[2])).fails(
         IrError::SizeOverflow {
             op: OpKind::Gather,
-            tensor: TensorRole::Output,
+            tensor: Operand::Output,
             shape: vec![usize::MAX, 2],
         },
     );
@@ -495,7 +493,7 @@ fn broadcast_overflow_cases() -> Vec<Row> {
             let data = broadcast(DType::F64, &[e61, 1], &element);
             let indices = ix(&[1, 1], &[0i64]);
             let updates = filled(DType::F64, &[1, 1], 7);
-            let expected = overflow(OpKind::ScatterElements, TensorRole::Data, &[e61, 1]);
+            let expected = overflow(OpKind::ScatterElements, Operand::Data, &[e61, 1]);
             let got = kernel.run(&data, &(&indices).into(), Some(&(&updates).into()));
             c.err("Kernel::run", got, &expected);
             let mut out = sentinel(DType::F64, &[1, 1]);
@@ -513,7 +511,7 @@ fn broadcast_overflow_cases() -> Vec<Row> {
             let element = 1.5f32.to_le_bytes();
             let updates = broadcast(DType::F32, &[e62, 1], &element);
             let indices = ix(&[1, 1], &[0i64]);
-            let expected = overflow(OpKind::ScatterElements, TensorRole::Updates, &[e62, 1]);
+            let expected = overflow(OpKind::ScatterElements, Operand::Updates, &[e62, 1]);
             let data = f32s(&[2, 3]);
             let mut target = data.clone();
             let got = scatterjit::scatter_(
@@ -555,7 +553,7 @@ fn broadcast_overflow_cases() -> Vec<Row> {
             c.err(
                 "Kernel::run",
                 got,
-                &overflow(OpKind::GatherElements, TensorRole::Indices, &[e61, 1]),
+                &overflow(OpKind::GatherElements, Operand::Indices, &[e61, 1]),
             );
         }),
         custom("gather: i64 indices view [2^61]", move |c| {
@@ -570,7 +568,7 @@ fn broadcast_overflow_cases() -> Vec<Row> {
             c.err(
                 "Kernel::run",
                 got,
-                &overflow(OpKind::Gather, TensorRole::Indices, &[e61]),
+                &overflow(OpKind::Gather, Operand::Indices, &[e61]),
             );
         }),
         custom(
@@ -582,7 +580,7 @@ fn broadcast_overflow_cases() -> Vec<Row> {
                 };
                 let data = broadcast(DType::F32, &[usize::MAX, 0], &[]);
                 let indices = ix(&[2], &[0i64, 0]);
-                let expected = overflow(OpKind::Gather, TensorRole::Output, &[usize::MAX, 2]);
+                let expected = overflow(OpKind::Gather, Operand::Output, &[usize::MAX, 2]);
                 let got = kernel.run(&data, &(&indices).into(), None);
                 c.err("Kernel::run", got, &expected);
                 let mut out = sentinel(DType::F32, &[2, 2]);

@@ -1,6 +1,6 @@
 //! Constructors of views and tensors: every invalid geometry is refused.
 
-use scatterjit::ir::{DType, Error as IrError, KernelKey, OpKind, Reduction, Tensor, TensorRole};
+use scatterjit::ir::{DType, Error as IrError, KernelKey, OpKind, Operand, Reduction, Tensor};
 use scatterjit::{TensorView, TensorViewMut};
 
 use super::inputs::cache;
@@ -18,7 +18,7 @@ fn view_case(
 fn constructor_cases() -> Vec<Row> {
     use DType::{Bool, String, F32, F64};
     use Expect::{Exact, InvalidView};
-    use TensorRole::{Data, Output};
+    use Operand::{Data, Output};
     let view = |dtype, shape: &'static [usize], strides: &'static [isize], offset, len| {
         move || {
             let bytes = vec![0u8; len];

@@ -113,10 +113,10 @@ impl Lowering<'_, '_> {
                     .load(combine::acc_type(acc), data_flags(), dest_ptr, 0);
                 let sum = combine::accumulate(self.b, acc, sum, wide);
                 self.b.ins().store(data_flags(), sum, dest_ptr, 0);
-                let count_ptr = self.address(ptrs, Operand::Count, k);
-                let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
-                let count = self.b.ins().iadd_imm_s(count, 1);
-                self.b.ins().store(data_flags(), count, count_ptr, 0);
+                if self.count_per_row().is_none() {
+                    let count_ptr = self.address(ptrs, Operand::Counts, k);
+                    self.bump_count(count_ptr);
+                }
             }
             (Combine::Start(acc), Some(source)) => {
                 let sum = match source {
@@ -128,12 +128,14 @@ impl Lowering<'_, '_> {
                     Source::Identity(_) => self.constant(&acc.identity_bytes()),
                 };
                 self.b.ins().store(data_flags(), sum, dest_ptr, 0);
-                let count_ptr = self.address(ptrs, Operand::Count, k);
-                let zero = self.b.ins().iconst(types::I64, 0);
-                self.b.ins().store(data_flags(), zero, count_ptr, 0);
+                if self.count_per_row().is_none() {
+                    let count_ptr = self.address(ptrs, Operand::Counts, k);
+                    let zero = self.b.ins().iconst(types::I64, 0);
+                    self.b.ins().store(data_flags(), zero, count_ptr, 0);
+                }
             }
             (Combine::Finish { acc, with_init }, Some(Source::Read(src))) => {
-                let count_ptr = self.address(ptrs, Operand::Count, k);
+                let count_ptr = self.address(ptrs, Operand::Counts, k);
                 let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
                 // Elements no update reached keep their value (and are never divided by 0).
                 let (divide, next) = (self.b.create_block(), self.b.create_block());
@@ -156,6 +158,24 @@ impl Lowering<'_, '_> {
             }
             (combine, source) => unreachable!("no lowering for {combine:?} of {source:?}"),
         }
+    }
+
+    /// The position of `mean`'s count among the accesses when the nest keeps one count per
+    /// row: the count stays put along the innermost loop, and the row is counted, started
+    /// or finished once (see `Self::row` and `Self::mean_row`) instead of per element.
+    /// The runtime binds such counts only where the apply nest's index stays put too (one
+    /// index per row), so every update row is combined whole into one destination row.
+    pub(super) fn count_per_row(&self) -> Option<usize> {
+        let count = self.nest.count.as_ref()?;
+        let a = self.access_of(count.operand);
+        self.variant.still(a).then_some(a)
+    }
+
+    /// `count += 1` for the i64 count at `at`.
+    pub(super) fn bump_count(&mut self, at: Value) {
+        let count = self.b.ins().load(types::I64, data_flags(), at, 0);
+        let count = self.b.ins().iadd_imm_s(count, 1);
+        self.b.ins().store(data_flags(), count, at, 0);
     }
 
     /// An integer constant holding `bytes` (little-endian) in the raw type of their size.

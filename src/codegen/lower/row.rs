@@ -8,7 +8,7 @@ use cranelift_frontend::Variable;
 use scatterjit_ir::{Combine, DType, DTypeClass, PassKind, Source};
 
 use super::Lowering;
-use crate::codegen::combine::{data_flags, raw_type};
+use crate::codegen::combine::{self, data_flags, raw_type};
 
 /// Rows of at least this many bytes are copied with `memcpy`; shorter ones inline.
 const MEMCPY_FROM: i64 = 128;
@@ -65,6 +65,94 @@ impl Lowering<'_, '_> {
                 self.b.ins().jump(exit, &[]);
                 self.b.switch_to_block(exit);
             }
+            _ => match self.count_per_row() {
+                Some(count) => self.mean_row(ptrs, count, counter),
+                None => {
+                    let unroll = self.unroll();
+                    self.elements(ptrs, counter, unroll);
+                }
+            },
+        }
+    }
+
+    /// `mean`'s init or finish of a row that shares one count (see
+    /// [`Self::count_per_row`]): init zeroes the count once and widens the row (a copy
+    /// where the sum has the element's own float type); finish reads the count once,
+    /// leaves a row no update reached as it is, and divides the others, 16 bytes at a time
+    /// where the sum has the element's own float type.
+    fn mean_row(&mut self, ptrs: &[Value], count: usize, counter: Variable) {
+        let dim = self.inner_dim.expect("set on entering the innermost loop");
+        let dtype = self.key.dtype();
+        let shift = dtype.size().trailing_zeros() as i64;
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let own_float = |acc| {
+            dtype.class() == DTypeClass::Float
+                && combine::acc_type(acc).bytes() as usize == dtype.size()
+        };
+        let dest = self
+            .nest
+            .dest
+            .as_ref()
+            .map(|d| self.access_of(d.operand))
+            .expect("mean's nests write");
+        let source = match &self.nest.source {
+            Some(Source::Read(src)) => Some(self.access_of(src.operand)),
+            _ => None,
+        };
+        match self.nest.combine {
+            Combine::Start(acc) => {
+                self.b.ins().store(data_flags(), zero, ptrs[count], 0);
+                match source {
+                    Some(src) if own_float(acc) => {
+                        let bytes = self.b.ins().ishl_imm_s(dim, shift);
+                        self.copy_row(ptrs[dest], ptrs[src], bytes);
+                    }
+                    _ => {
+                        let unroll = self.unroll();
+                        self.elements(ptrs, counter, unroll);
+                    }
+                }
+            }
+            Combine::Finish { acc, with_init } => {
+                let src = source.expect("finish reads the sums");
+                let n = self.b.ins().load(types::I64, data_flags(), ptrs[count], 0);
+                let (divide, exit) = (self.b.create_block(), self.b.create_block());
+                // Rows no update reached keep their value (and are never divided by 0).
+                let reached = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
+                self.b.ins().brif(reached, divide, &[], exit, &[]);
+                self.b.switch_to_block(divide);
+                let n = match with_init {
+                    true => self.b.ins().iadd_imm_s(n, 1),
+                    false => n,
+                };
+                let mut start = zero;
+                if self.machine.vectors && own_float(acc) {
+                    let scalar = combine::acc_type(acc);
+                    let vector = scalar
+                        .by(16 / scalar.bytes())
+                        .expect("16-byte vectors exist");
+                    let lanes = i64::from(vector.lane_count());
+                    // Lane by lane the same IEEE division as the scalar form.
+                    let nf = self.b.ins().fcvt_from_sint(scalar, n);
+                    let nv = self.b.ins().splat(vector, nf);
+                    start = self.for_range(zero, dim, lanes, |s, i| {
+                        let at = s.at_element(ptrs, i);
+                        let sum = s.b.ins().load(vector, data_flags(), at[src], 0);
+                        let q = s.b.ins().fdiv(sum, nv);
+                        s.b.ins().store(data_flags(), q, at[dest], 0);
+                    });
+                }
+                self.for_range(start, dim, 1, |s, i| {
+                    let at = s.at_element(ptrs, i);
+                    let ty = combine::acc_type(acc);
+                    let sum = s.b.ins().load(ty, data_flags(), at[src], 0);
+                    let v = combine::finish(s.b, dtype, acc, sum, n);
+                    combine::store(s.b, dtype, v, at[dest]);
+                });
+                self.b.ins().jump(exit, &[]);
+                self.b.switch_to_block(exit);
+            }
+            // The apply nest's per-row count is bumped by `Self::row`.
             _ => {
                 let unroll = self.unroll();
                 self.elements(ptrs, counter, unroll);
@@ -227,7 +315,7 @@ impl Lowering<'_, '_> {
 
     /// A whole row at `bases` (indexed accesses already moved): `memcpy` or 16-byte moves
     /// for copies, 16-byte vector combines where the reduction has them, then element by
-    /// element for the rest.
+    /// element for the rest; a per-row count (see [`Self::count_per_row`]) is bumped once.
     fn row(&mut self, bases: &[Value]) {
         let dim = self.inner_dim.expect("set on entering the innermost loop");
         let dtype = self.key.dtype();
@@ -239,6 +327,11 @@ impl Lowering<'_, '_> {
             _ => None,
         };
         let walks = |s: &Self, a: Option<usize>| a.is_some_and(|a| s.accesses[a].uses_inner);
+        let accumulates = matches!(self.nest.combine, Combine::Accumulate(_));
+        if let Some(count) = self.count_per_row().filter(|_| accumulates) {
+            // Rows are never empty: a pass with an empty dim returns before its loops.
+            self.bump_count(bases[count]);
+        }
         if let (Combine::Assign, Some(d), Some(src)) = (self.nest.combine, dest, source) {
             if walks(self, dest) && walks(self, source) {
                 let bytes = self.b.ins().ishl_imm_s(dim, shift);

@@ -59,7 +59,7 @@ impl Lowering<'_, '_> {
 
     /// The vector form of [`Self::combine`] on 16 bytes of elements at `at` (indexed
     /// accesses already moved), the source read there or given as `splat`; `mean`'s
-    /// counts advance by one per element.
+    /// per-element counts advance by one per element.
     pub(super) fn combine_vector(&mut self, at: &[Value], splat: Option<Value>) {
         let dtype = self.key.dtype();
         let lanes = 16 / dtype.size() as u32;
@@ -98,7 +98,12 @@ impl Lowering<'_, '_> {
             }
         };
         combine::store(self.b, dtype, v, dest_ptr);
-        if let Some(count) = &self.nest.count {
+        if let Some(count) = self
+            .nest
+            .count
+            .as_ref()
+            .filter(|_| self.count_per_row().is_none())
+        {
             let count_ptr = at[self.access_of(count.operand)];
             let one = self.b.ins().iconst(types::I64, 1);
             let ones = self.b.ins().splat(types::I64X2, one);
