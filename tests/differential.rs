@@ -1053,6 +1053,32 @@ fn gather_elements_over_long_axes_agrees_with_interpreter() {
     }
 }
 
+/// One GatherElements key on a short axis (indices compact to u16), then on a long one
+/// (u32), then short again: each call reads its copy with the kernel of its own width.
+#[test]
+fn gather_elements_compacts_to_the_width_of_each_call() {
+    for (data, indices, axis) in [
+        ([3, 2], [10, 2], -2),
+        ([65_537, 2], [10, 2], -2),
+        ([5, 2], [10, 2], -2),
+    ] {
+        let case = named(
+            OpKind::GatherElements,
+            DType::F32,
+            DType::I64,
+            &data,
+            &indices,
+            axis,
+            Reduction::None,
+            true,
+            None,
+        );
+        if let Err(message) = check(&case) {
+            panic!("{case:?}: {message}");
+        }
+    }
+}
+
 #[test]
 fn float16_sums_round_after_every_update() {
     // SPEC: 2048 plus eight 1.0 is 2048 in f16 (each add rounds to nearest even).

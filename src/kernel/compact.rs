@@ -13,6 +13,9 @@ use crate::check;
 use crate::error::{Buffer, Result};
 use crate::tensor::{TensorView, TensorViewMut};
 
+/// The index dtypes wide indices compact to, narrowest first.
+pub(super) const NARROW: [DType; 2] = [DType::U16, DType::U32];
+
 impl Kernel {
     /// The narrower index dtype the indices of this call compact to, if any: GatherElements
     /// with row-major indices wider than it, enough of them to be worth a copy (at least
@@ -25,7 +28,7 @@ impl Kernel {
         if key.kind() != OpKind::GatherElements || !many || indices.dense_bytes().is_none() {
             return None;
         }
-        [DType::U16, DType::U32]
+        NARROW
             .into_iter()
             .find(|to| to.size() < width && size as u64 <= 1 << (8 * to.size()))
     }
@@ -57,7 +60,8 @@ impl Kernel {
         if !check::compact_into(key.index_dtype(), bytes, size, to.size(), &mut copy) {
             return Ok(false);
         }
-        let sibling = self.compact.get_or_try_init(|| {
+        let slot = NARROW.iter().position(|&d| d == to).expect("one of NARROW");
+        let sibling = self.compact[slot].get_or_try_init(|| {
             let rank = key.rank();
             let narrow = KernelKey::gather_elements(key.dtype(), to, rank, key.axis() as i64)?;
             Kernel::compile(narrow).map(Box::new)

@@ -51,9 +51,10 @@ pub struct Kernel {
     code: [Option<Box<[OnceOk<Code>]>>; PassKind::ALL.len()],
     /// Per [`PassKind`], like `code`: where the pass's parameters go.
     layouts: [Option<ParamLayout>; PassKind::ALL.len()],
-    /// GatherElements with wide indices: the same op on indices compacted to u16 or u32
-    /// (see `compact`), compiled on first use.
-    compact: OnceOk<Box<Kernel>>,
+    /// GatherElements with wide indices: the same op on indices compacted to each of
+    /// `compact::NARROW`, at its position there, compiled on first use. Which one a call
+    /// takes depends on its axis size, so one kernel may need both.
+    compact: [OnceOk<Box<Kernel>>; compact::NARROW.len()],
     compile_time: Duration,
 }
 
@@ -83,7 +84,7 @@ impl Kernel {
         let kernel = Kernel {
             code,
             layouts,
-            compact: OnceOk::default(),
+            compact: Default::default(),
             plan,
             compile_time: Duration::ZERO,
         };
