@@ -18,14 +18,13 @@ pub(super) const NARROW: [DType; 2] = [DType::U16, DType::U32];
 
 impl Kernel {
     /// The narrower index dtype the indices of this call compact to, if any: GatherElements
-    /// with row-major indices wider than it, enough of them to be worth a copy (at least
-    /// two parallel grains), and an axis of `size` it holds.
-    fn compact_dtype(&self, indices: &TensorView<'_>, size: usize) -> Option<DType> {
+    /// with row-major indices (`dense`, their bytes) wider than it, enough of them to be
+    /// worth a copy (at least two parallel grains), and an axis of `size` it holds.
+    fn compact_dtype(&self, dense: &[u8], size: usize) -> Option<DType> {
         let key = &self.plan.key;
         let width = key.index_dtype().size();
-        let numel: usize = indices.shape().iter().product();
-        let many = numel as i64 >= 2 * super::schedule::parallel_grain();
-        if key.kind() != OpKind::GatherElements || !many || indices.dense_bytes().is_none() {
+        let many = (dense.len() / width) as i64 >= 2 * super::schedule::parallel_grain();
+        if key.kind() != OpKind::GatherElements || !many {
             return None;
         }
         NARROW
@@ -45,7 +44,9 @@ impl Kernel {
     ) -> Result<bool> {
         let key = &self.plan.key;
         let size = data.shape()[key.axis()];
-        let (Some(to), Some(bytes)) = (self.compact_dtype(indices, size), indices.dense_bytes())
+        let Some((bytes, to)) = indices
+            .dense_bytes()
+            .and_then(|bytes| Some((bytes, self.compact_dtype(bytes, size)?)))
         else {
             return Ok(false);
         };

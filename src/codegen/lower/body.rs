@@ -2,7 +2,7 @@
 //! combine of each pass kind.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, InstBuilder, Value};
+use cranelift_codegen::ir::{types, Block, InstBuilder, Value};
 use scatterjit_ir::{Combine, Operand, Source};
 
 use super::Lowering;
@@ -136,16 +136,7 @@ impl Lowering<'_, '_> {
             }
             (Combine::Finish { acc, with_init }, Some(Source::Read(src))) => {
                 let count_ptr = self.address(ptrs, Operand::Counts, k);
-                let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
-                // Elements no update reached keep their value (and are never divided by 0).
-                let (divide, next) = (self.b.create_block(), self.b.create_block());
-                let reached = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, count, 0);
-                self.b.ins().brif(reached, divide, &[], next, &[]);
-                self.b.switch_to_block(divide);
-                let n = match with_init {
-                    true => self.b.ins().iadd_imm_s(count, 1),
-                    false => count,
-                };
+                let (n, next) = self.divisor(count_ptr, with_init);
                 let src_ptr = self.address(ptrs, src.operand, k);
                 let sum = self
                     .b
@@ -169,6 +160,23 @@ impl Lowering<'_, '_> {
         let count = self.nest.count.as_ref()?;
         let a = self.access_of(count.operand);
         self.variant.still(a).then_some(a)
+    }
+
+    /// `mean`'s finish of what the i64 count at `at` covers (an element, or a row): goes on
+    /// in a new block only if an update reached it, with the divisor (the count, plus one
+    /// for data's own value `with_init`); returns the divisor and the block to jump to when
+    /// done, where an unreached element also goes (it keeps its value, never divided by 0).
+    pub(super) fn divisor(&mut self, at: Value, with_init: bool) -> (Value, Block) {
+        let count = self.b.ins().load(types::I64, data_flags(), at, 0);
+        let (divide, done) = (self.b.create_block(), self.b.create_block());
+        let reached = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, count, 0);
+        self.b.ins().brif(reached, divide, &[], done, &[]);
+        self.b.switch_to_block(divide);
+        let n = match with_init {
+            true => self.b.ins().iadd_imm_s(count, 1),
+            false => count,
+        };
+        (n, done)
     }
 
     /// `count += 1` for the i64 count at `at`.

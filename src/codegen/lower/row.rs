@@ -115,16 +115,7 @@ impl Lowering<'_, '_> {
             }
             Combine::Finish { acc, with_init } => {
                 let src = source.expect("finish reads the sums");
-                let n = self.b.ins().load(types::I64, data_flags(), ptrs[count], 0);
-                let (divide, exit) = (self.b.create_block(), self.b.create_block());
-                // Rows no update reached keep their value (and are never divided by 0).
-                let reached = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, n, 0);
-                self.b.ins().brif(reached, divide, &[], exit, &[]);
-                self.b.switch_to_block(divide);
-                let n = match with_init {
-                    true => self.b.ins().iadd_imm_s(n, 1),
-                    false => n,
-                };
+                let (n, exit) = self.divisor(ptrs[count], with_init);
                 let mut start = zero;
                 if self.machine.vectors && own_float(acc) {
                     let scalar = combine::acc_type(acc);
