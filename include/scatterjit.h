@@ -55,6 +55,30 @@ void sj_kernel_free(sj_kernel *kernel);
  * several threads. */
 int32_t sj_kernel_run(const sj_kernel *kernel, sj_args *args);
 
+/* A call of one kernel bound to the geometry of its operands, to run again and again on
+ * new buffers (a framework's graph node whose shapes are fixed). */
+typedef struct sj_prepared sj_prepared;
+
+/* Binds kernel to the geometry of args' descriptors (dtype, ndim, shape, strides,
+ * byte_offset; their data pointers are not read) and stores a new prepared call in
+ * *prepared. Validation, loop order, parameter blocks and how the call is split are
+ * decided here, once. A scatter is prepared in place when args->out == args->data (the
+ * same descriptor). Errors: those sj_kernel_run gives for descriptors of this geometry. */
+int32_t sj_prepare(const sj_kernel *kernel, const sj_args *args, sj_prepared **prepared);
+
+/* Runs a prepared call on buffers laid out as its descriptors said: each pointer stands
+ * for its descriptor's data field (updates is ignored by the gathers; an in-place call
+ * updates out and takes data NULL or equal to out). What depends on memory is checked on
+ * every call (NULL buffers with elements, out overlapping an input, every index): on any
+ * error out is unchanged, and on SJ_ERR_INDEX_OUT_OF_BOUNDS the position of the first bad
+ * index is in bad_index (NULL, or SJ_MAX_RANK entries). Results are those of
+ * sj_kernel_run on the same tensors. */
+int32_t sj_prepared_run(const sj_prepared *prepared, void *out, const void *data,
+                        const void *indices, const void *updates, int64_t *bad_index);
+
+/* Frees a prepared call (NULL is ignored). It keeps its kernel's code alive until then. */
+void sj_prepared_free(sj_prepared *prepared);
+
 /* The message of the last failed call on this thread ("" if none). Valid until the next
  * failing call on this thread. */
 const char *sj_last_error(void);

@@ -15,8 +15,8 @@ use scatterjit_ir::{DType, Error as IrError, KernelKey, Meta, OpKind, Operand, M
 
 use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 use crate::error::Error;
-use crate::kernel::Kernel;
-use crate::tensor::{TensorView, TensorViewMut};
+use crate::kernel::{Geometry, Kernel, Prepared};
+use crate::tensor::{TensorView, TensorViewMut, Unbuffered};
 use crate::KernelCache;
 
 /// An opaque kernel cache (`sj_cache` in C).
@@ -174,6 +174,204 @@ pub unsafe extern "C" fn sj_kernel_run(kernel: *const SjKernel, args: *mut SjArg
     })
 }
 
+/// An opaque prepared call (`sj_prepared` in C): a kernel bound to the geometry of its
+/// operands by [`sj_prepare`].
+pub struct SjPrepared {
+    call: Prepared,
+    /// Each operand's reach from its buffer pointer (`Described::first` and `len`), in
+    /// `cabi::operands` order.
+    reach: Vec<(Operand, isize, usize)>,
+}
+
+/// Binds `kernel` to the geometry of `args`' descriptors (dtype, rank, shape, strides,
+/// byte offset; their `data` pointers are not read) and stores a new prepared call in
+/// `*prepared`, for [`sj_prepared_run`]. A scatter is prepared in place when `args->out`
+/// and `args->data` are the same descriptor. Errors are those `sj_kernel_run` gives for
+/// descriptors of this geometry.
+///
+/// # Safety
+/// `kernel` is NULL or a live handle; `args` is NULL or a valid `sj_args` whose non-NULL
+/// tensor pointers point to valid descriptors; `prepared` is NULL or valid for one pointer
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn sj_prepare(
+    kernel: *const SjKernel,
+    args: *const SjArgs,
+    prepared: *mut *mut SjPrepared,
+) -> i32 {
+    guard("sj_prepare", || {
+        if kernel.is_null() || args.is_null() || prepared.is_null() {
+            return Err(null_argument("kernel, args and prepared"));
+        }
+        // SAFETY: non-null and live by the caller's promise.
+        let (kernel, args) = unsafe { (&(*kernel).0, &*args) };
+        let key = *kernel.key();
+        let in_place = key.kind() == OpKind::ScatterElements && std::ptr::eq(args.out, args.data);
+        // SAFETY: forwarded from the caller's promise about the descriptors.
+        let described = unsafe { describe_call(kernel, args, false)? };
+        let get = |operand| described_of(&described, operand);
+        let geometry = |operand| {
+            let d = get(operand);
+            Geometry::new(&d.shape, &d.strides, d.offset)
+        };
+        // As `sj_kernel_run` reports it: an output that would write one element twice.
+        let out = get(Operand::Output);
+        Unbuffered::new(out.dtype, &out.shape, &out.strides, out.offset, true)
+            .map_err(|e| Failure(Status::Overlap, format!("out: {e}")))?;
+        let updates = (key.kind() == OpKind::ScatterElements).then(|| geometry(Operand::Updates));
+        let call = if in_place {
+            let updates = updates.as_ref().expect("scatter has updates");
+            kernel.prepare_in_place(
+                &geometry(Operand::Data),
+                &geometry(Operand::Indices),
+                updates,
+            )
+        } else {
+            kernel.prepare(
+                &geometry(Operand::Output),
+                &geometry(Operand::Data),
+                &geometry(Operand::Indices),
+                updates.as_ref(),
+            )
+        }?;
+        let reach = described
+            .iter()
+            .map(|(operand, d)| (*operand, d.first, d.len))
+            .collect();
+        let handle = Box::new(SjPrepared { call, reach });
+        // SAFETY: non-null, and the caller promises it is writable.
+        unsafe { *prepared = Box::into_raw(handle) };
+        Ok(())
+    })
+}
+
+/// Runs a prepared call on buffers laid out as the descriptors given to [`sj_prepare`]
+/// said: each pointer stands for its descriptor's `data`. `updates` is ignored by the
+/// gathers; an in-place call updates `out` and takes `data` NULL or equal to `out`. The
+/// checks that depend on memory are made on every call (NULL buffers with elements,
+/// overlap, every index), so on error `out` is unchanged; on a bad index its position is
+/// in `bad_index` (NULL, or [`MAX_RANK`] entries).
+///
+/// # Safety
+/// `prepared` is NULL or a live prepared call; each buffer pointer is NULL or valid, as
+/// its descriptor describes it, to read (and `out` to write) during the call; `bad_index`
+/// is NULL or valid for [`MAX_RANK`] writes.
+#[no_mangle]
+pub unsafe extern "C" fn sj_prepared_run(
+    prepared: *const SjPrepared,
+    out: *mut u8,
+    data: *const u8,
+    indices: *const u8,
+    updates: *const u8,
+    bad_index: *mut i64,
+) -> i32 {
+    guard("sj_prepared_run", || {
+        if prepared.is_null() {
+            return Err(Failure(Status::NullPointer, "prepared is NULL".into()));
+        }
+        // SAFETY: non-null and live by the caller's promise.
+        let prepared = unsafe { &*prepared };
+        let in_place = prepared.call.is_in_place();
+        if in_place && !data.is_null() && data != out.cast_const() {
+            return Err(Failure(
+                Status::Overlap,
+                "the call was prepared in place (args->out was args->data): data must be \
+                 NULL or out"
+                    .into(),
+            ));
+        }
+        // Each operand's bytes, as `Described::bytes` has them.
+        let mut spans = Vec::with_capacity(prepared.reach.len());
+        for &(operand, first, len) in &prepared.reach {
+            let base = match operand {
+                Operand::Data if in_place => out.cast_const(),
+                Operand::Data => data,
+                Operand::Indices => indices,
+                Operand::Updates => updates,
+                _ => out.cast_const(),
+            };
+            if len > 0 && base.is_null() {
+                return Err(Failure(
+                    Status::NullPointer,
+                    format!("{} is NULL but it has elements", cabi::field(operand)),
+                ));
+            }
+            let start = if len == 0 {
+                std::ptr::NonNull::<u8>::dangling().as_ptr().cast_const()
+            } else {
+                base.wrapping_offset(first)
+            };
+            spans.push((operand, start, len));
+        }
+        let span = |operand| {
+            spans
+                .iter()
+                .find(|s| s.0 == operand)
+                .map(|&(_, start, len)| (start, len))
+        };
+        let (out_start, out_len) = span(Operand::Output).expect("every key has an output");
+        let out_bytes = out_start as usize..out_start as usize + out_len;
+        for &(operand, start, len) in spans.iter().filter(|s| s.0 != Operand::Output) {
+            let bytes = start as usize..start as usize + len;
+            let shared = out_len > 0
+                && len > 0
+                && out_bytes.start < bytes.end
+                && bytes.start < out_bytes.end;
+            if shared && !(in_place && operand == Operand::Data) {
+                return Err(Failure(
+                    Status::Overlap,
+                    format!("out shares memory with {}", cabi::field(operand)),
+                ));
+            }
+        }
+        let input = |operand| {
+            span(operand).map(|(start, len)| {
+                // SAFETY: the caller promises the `len` bytes from `start` (every element
+                // its descriptor reaches) are readable during the call; out, the only
+                // buffer written, shares none of them (checked above) unless the call is in
+                // place, where data is not read through this slice.
+                unsafe { std::slice::from_raw_parts(start, len) }
+            })
+        };
+        let indices = input(Operand::Indices).expect("every key has indices");
+        let updates = input(Operand::Updates);
+        let result = if in_place {
+            // SAFETY: the caller promises out's bytes are writable during the call; no
+            // other slice of this call covers them (see above).
+            let out = unsafe { std::slice::from_raw_parts_mut(out_start.cast_mut(), out_len) };
+            let updates = updates.expect("scatter has updates");
+            prepared.call.scatter_in_place(out, indices, updates)
+        } else {
+            let data = input(Operand::Data).expect("every key has data");
+            // SAFETY: as above.
+            let out = unsafe { std::slice::from_raw_parts_mut(out_start.cast_mut(), out_len) };
+            prepared.call.run_into(out, data, indices, updates)
+        };
+        if !bad_index.is_null() {
+            // SAFETY: non-null, and the caller promises MAX_RANK writable entries.
+            let slots = unsafe { std::slice::from_raw_parts_mut(bad_index, MAX_RANK) };
+            report_bad_index(&result, slots);
+        }
+        result.map_err(Failure::from)
+    })
+}
+
+/// Frees a prepared call (NULL is ignored). Its kernel's code lives as long as it does.
+///
+/// # Safety
+/// `prepared` is NULL or a pointer from `sj_prepare` not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn sj_prepared_free(prepared: *mut SjPrepared) {
+    guard("sj_prepared_free", || {
+        if !prepared.is_null() {
+            // SAFETY: the caller passes a pointer from `Box::into_raw` in `sj_prepare`,
+            // once.
+            drop(unsafe { Box::from_raw(prepared) });
+        }
+        Ok(())
+    });
+}
+
 fn null_argument(which: &str) -> Failure {
     Failure(
         Status::NullPointer,
@@ -186,7 +384,11 @@ struct Described {
     dtype: DType,
     shape: Vec<usize>,
     strides: Vec<isize>,
-    /// First byte any element reaches, and the bytes up to one past the last.
+    /// Bytes from the descriptor's `data` to the first byte any element reaches (0 when
+    /// there are no elements).
+    first: isize,
+    /// First byte any element reaches (dangling when there are none; `data + first`), and
+    /// the bytes up to one past the last.
     start: *mut u8,
     len: usize,
     /// Element offset of position 0 from `start`.
@@ -201,7 +403,8 @@ impl Described {
 }
 
 /// Reads the descriptor of `operand` and checks it against the kernel's rank and dtype for
-/// that operand.
+/// that operand. With `memory`, its data pointer too (non-NULL if it has elements); without,
+/// only its geometry, for [`sj_prepare`] (`start` is then dangling).
 ///
 /// # Safety
 /// `t` is NULL or points to a valid descriptor whose shape and strides arrays have `ndim`
@@ -211,6 +414,7 @@ unsafe fn describe(
     operand: Operand,
     rank: usize,
     dtype: DType,
+    memory: bool,
 ) -> Result<Described, Failure> {
     let name = cabi::field(operand);
     if t.is_null() {
@@ -292,6 +496,7 @@ unsafe fn describe(
         dtype,
         shape: shape.clone(),
         strides: strides.clone(),
+        first: 0,
         start: std::ptr::NonNull::<u8>::dangling().as_ptr(),
         len: 0,
         offset: 0,
@@ -299,7 +504,7 @@ unsafe fn describe(
     if shape.contains(&0) {
         return Ok(described);
     }
-    if t.data.is_null() {
+    if memory && t.data.is_null() {
         return Err(Failure(
             Status::NullPointer,
             format!("{name}.data is NULL but it has elements"),
@@ -325,17 +530,26 @@ unsafe fn describe(
     if len > isize::MAX as i128 || first.abs() > isize::MAX as i128 {
         return Err(too_far());
     }
-    described.start = t.data.wrapping_offset(first as isize);
+    described.first = first as isize;
+    if memory {
+        described.start = t.data.wrapping_offset(described.first);
+    }
     described.len = len as usize;
     described.offset = (-lo) as usize;
     Ok(described)
 }
 
-/// Validates `args` against `kernel` and runs it.
+/// The descriptors of a call, in [`cabi::operands`] order, read and checked against the
+/// kernel and the op's shape rules: the part of a call that does not depend on memory
+/// (with `memory`, the descriptors' data pointers are checked too).
 ///
 /// # Safety
-/// As [`sj_kernel_run`].
-unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
+/// `args`' non-NULL tensor pointers point to valid descriptors.
+unsafe fn describe_call(
+    kernel: &Kernel,
+    args: &SjArgs,
+    memory: bool,
+) -> Result<Vec<(Operand, Described)>, Failure> {
     let key = *kernel.key();
     let mut described = Vec::new();
     for (operand, rank) in cabi::operands(&key) {
@@ -351,19 +565,14 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
             _ => key.dtype(),
         };
         // SAFETY: forwarded from the caller's promise.
-        described.push((operand, unsafe { describe(pointer, operand, rank, dtype)? }));
+        let d = unsafe { describe(pointer, operand, rank, dtype, memory)? };
+        described.push((operand, d));
     }
-    let get = |operand: Operand| {
-        described
-            .iter()
-            .find(|d| d.0 == operand)
-            .map(|d| &d.1)
-            .expect("every operand of the key is described")
-    };
     // Shapes first (as the op states them), then memory.
     fn meta(d: &Described) -> Meta<'_> {
         Meta::new(d.dtype, &d.shape)
     }
+    let get = |operand| described_of(&described, operand);
     let updates_meta = (key.kind() == OpKind::ScatterElements).then(|| meta(get(Operand::Updates)));
     let out_shape = kernel.validate_meta(
         meta(get(Operand::Data)),
@@ -371,6 +580,36 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
         updates_meta,
     )?;
     kernel.check_out(meta(get(Operand::Output)), &out_shape)?;
+    Ok(described)
+}
+
+/// The description of `operand`, one of the key's.
+fn described_of(described: &[(Operand, Described)], operand: Operand) -> &Described {
+    described
+        .iter()
+        .find(|d| d.0 == operand)
+        .map(|d| &d.1)
+        .expect("every operand of the key is described")
+}
+
+/// Writes the position of a bad index into `slots`, when `result` failed on one.
+fn report_bad_index(result: &Result<(), Error>, slots: &mut [i64]) {
+    if let Err(Error::Invalid(IrError::IndexOutOfBounds { position, .. })) = result {
+        for (slot, &p) in slots.iter_mut().zip(position.iter().take(MAX_RANK)) {
+            *slot = p as i64;
+        }
+    }
+}
+
+/// Validates `args` against `kernel` and runs it.
+///
+/// # Safety
+/// As [`sj_kernel_run`].
+unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
+    let key = *kernel.key();
+    // SAFETY: forwarded from the caller's promise.
+    let described = unsafe { describe_call(kernel, args, true)? };
+    let get = |operand| described_of(&described, operand);
     let out = get(Operand::Output);
     let data = get(Operand::Data);
     let in_place = key.kind() == OpKind::ScatterElements
@@ -419,15 +658,7 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
         let data = view(data)?;
         kernel.run_into(&mut out_view, &data, &indices, updates.as_ref())
     };
-    if let Err(Error::Invalid(IrError::IndexOutOfBounds { position, .. })) = &result {
-        for (slot, &p) in args
-            .bad_index
-            .iter_mut()
-            .zip(position.iter().take(MAX_RANK))
-        {
-            *slot = p as i64;
-        }
-    }
+    report_bad_index(&result, &mut args.bad_index);
     result.map_err(Failure::from)
 }
 

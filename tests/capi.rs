@@ -12,17 +12,26 @@ use crate::c_harness::{
 
 /// The cases of `tests/c/capi_test.c` and the kernel each calls.
 const CASES: &[(&str, &str)] = &[
-    ("scatter_add", "scatter_elements.f32.i64.r2.a1.add"),
-    ("scatter_in_place", "scatter_elements.f32.i64.r2.a1.add"),
-    (
-        "scatter_mean_noinit",
-        "scatter_elements.f32.i64.r2.a1.mean.noinit",
-    ),
-    ("gather_elements_strided", "gather_elements.f32.i64.r2.a1"),
-    ("gather_rows", "gather.f32.i64.r2.q2.a0"),
-    ("gather_bad_index", "gather.f32.i64.r2.q2.a0"),
-    ("scatter_bad_index", "scatter_elements.f32.i64.r2.a1.add"),
+    ("scatter_add", SCATTER_ADD),
+    ("scatter_add_prepared", SCATTER_ADD),
+    ("scatter_in_place", SCATTER_ADD),
+    ("scatter_in_place_prepared", SCATTER_ADD),
+    ("scatter_mean_noinit", MEAN),
+    ("scatter_mean_noinit_prepared", MEAN),
+    ("gather_elements_strided", GATHER_ELEMENTS),
+    ("gather_elements_strided_prepared", GATHER_ELEMENTS),
+    ("gather_rows", GATHER),
+    ("gather_rows_prepared", GATHER),
+    ("gather_bad_index", GATHER),
+    ("gather_bad_index_prepared", GATHER),
+    ("scatter_bad_index", SCATTER_ADD),
+    ("scatter_bad_index_prepared", SCATTER_ADD),
+    ("scatter_in_place_outliving_cache", SCATTER_ADD),
 ];
+const SCATTER_ADD: &str = "scatter_elements.f32.i64.r2.a1.add";
+const MEAN: &str = "scatter_elements.f32.i64.r2.a1.mean.noinit";
+const GATHER_ELEMENTS: &str = "gather_elements.f32.i64.r2.a1";
+const GATHER: &str = "gather.f32.i64.r2.q2.a0";
 
 /// The misuse calls of `tests/c/capi_test.c`: status, and words its message must contain.
 const MISUSES: &[(&str, i32, &[&str])] = &[
@@ -51,6 +60,17 @@ const MISUSES: &[(&str, i32, &[&str])] = &[
         &["out shares memory with updates"],
     ),
     ("out_overlaps_itself", 7, &["overlap"]),
+    ("prepare_null_args", 1, &["sj_prepare", "NULL"]),
+    ("prepare_out_overlaps_itself", 7, &["sj_prepare", "overlap"]),
+    ("prepared_run_null", 1, &["sj_prepared_run", "NULL"]),
+    ("prepared_null_indices", 1, &["indices is NULL"]),
+    (
+        "prepared_out_overlaps_data",
+        7,
+        &["out shares memory with data"],
+    ),
+    ("prepared_bad_index", 6, &["index 4 at indices[2, 0]"]),
+    ("prepared_in_place_other_data", 7, &["prepared in place"]),
 ];
 
 /// The shared library cargo built for this test run: beside the test executable (in

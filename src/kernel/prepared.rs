@@ -303,6 +303,12 @@ impl Prepared {
         &self.kernel
     }
 
+    /// Whether this call was prepared in place ([`Kernel::prepare_in_place`]): it runs
+    /// with [`Prepared::scatter_in_place`], not [`Prepared::run_into`].
+    pub fn is_in_place(&self) -> bool {
+        self.in_place
+    }
+
     /// Records whether the steps are the whole call at any thread count, at today's grain.
     fn sized(mut self) -> Prepared {
         let grain = parallel_grain();

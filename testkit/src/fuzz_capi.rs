@@ -13,7 +13,7 @@
 use scatterjit::cabi::{dtype_code, dtype_of_code, SjArgs, SjTensor, Status, DEVICE_CPU};
 use scatterjit::ffi::{
     sj_cache_free, sj_cache_new, sj_kernel_free, sj_kernel_get, sj_kernel_run, sj_last_error,
-    SjCache, SjKernel,
+    sj_prepare, sj_prepared_free, sj_prepared_run, SjCache, SjKernel,
 };
 use scatterjit::ir::{
     checked_numel, row_major_strides, DType, Error as IrError, KernelKey, Meta, OpKind, Reduction,
@@ -26,8 +26,7 @@ use std::ffi::{c_char, CStr, CString};
 use std::sync::{Mutex, OnceLock};
 
 use crate::fuzzing::{
-    any_dim, any_stride, check_message, element, hold_every_key, index_element, pools, Choices,
-    KEYS_HELD,
+    any_dim, any_stride, check_message, element, index_element, pools, Choices, KEYS_HELD,
 };
 
 /// The most bytes one descriptor may reach.
@@ -62,6 +61,14 @@ fn c_cache() -> *mut SjCache {
             Cache(cache)
         })
         .0
+}
+
+/// The kernel cache behind [`c_cache`]: the Rust API's answers use its kernels, so that a
+/// key compiles once for both sides (the kernels themselves are the `differential`
+/// target's subject; this one checks what the C ABI makes of descriptors).
+fn c_kernels() -> &'static KernelCache {
+    // SAFETY: `c_cache` is live for the process's lifetime and never freed.
+    unsafe { &*c_cache() }.kernels()
 }
 
 /// `sj_last_error()` as a string.
@@ -399,6 +406,9 @@ enum Home {
 struct Call {
     kernel: *const SjKernel,
     args: *mut SjArgs,
+    /// Through `sj_prepare` and `sj_prepared_run` instead of `sj_kernel_run`; `Some(true)`
+    /// passes an in-place call's `data` as NULL rather than as `out`.
+    prepared: Option<bool>,
 }
 
 // SAFETY: the pointers are used only by the one `sj_kernel_run` call of `Call::run`, while
@@ -406,12 +416,51 @@ struct Call {
 unsafe impl Send for Call {}
 
 impl Call {
-    /// The status, and the thread's last error (read on the thread that made the call).
-    fn run(self) -> (i32, String) {
-        // SAFETY: the descriptors point to live shape and stride arrays of `ndim` entries
-        // and every byte they reach lies in a live buffer (see the module's doc).
-        let status = unsafe { sj_kernel_run(self.kernel, self.args) };
-        (status, last_error())
+    /// The status, the thread's last error (read on the thread that made the call) and the
+    /// function that returned it.
+    fn run(self) -> (i32, String, &'static str) {
+        let Some(null_in_place_data) = self.prepared else {
+            // SAFETY: the descriptors point to live shape and stride arrays of `ndim`
+            // entries and every byte they reach lies in a live buffer (see the module's
+            // doc).
+            let status = unsafe { sj_kernel_run(self.kernel, self.args) };
+            return (status, last_error(), "sj_kernel_run");
+        };
+        let mut prepared = std::ptr::null_mut();
+        // SAFETY: as above; `prepared` is writable.
+        let status = unsafe { sj_prepare(self.kernel, self.args, &mut prepared) };
+        if status != Status::Ok as i32 {
+            assert!(prepared.is_null(), "sj_prepare failed but made a call");
+            return (status, last_error(), "sj_prepare");
+        }
+        // SAFETY: sj_prepare succeeded, so `args` and the key's descriptors are non-NULL
+        // and live.
+        let args = unsafe { &mut *self.args };
+        let data_of = |t: *const SjTensor| {
+            // SAFETY: NULL or a live descriptor.
+            unsafe { t.as_ref() }.map_or(std::ptr::null_mut(), |t| t.data)
+        };
+        let out = data_of(args.out);
+        let data = if std::ptr::eq(args.out, args.data) && null_in_place_data {
+            std::ptr::null()
+        } else {
+            data_of(args.data).cast_const()
+        };
+        // SAFETY: each buffer pointer is its descriptor's data, prepared above.
+        let status = unsafe {
+            sj_prepared_run(
+                prepared,
+                out,
+                data,
+                data_of(args.indices),
+                data_of(args.updates),
+                args.bad_index.as_mut_ptr(),
+            )
+        };
+        let message = last_error();
+        // SAFETY: from sj_prepare, freed once.
+        unsafe { sj_prepared_free(prepared) };
+        (status, message, "sj_prepared_run")
     }
 }
 
@@ -423,14 +472,17 @@ impl Call {
 /// NULL data), out's home (own memory, data's descriptor, or inside an input's buffer) and
 /// each buffer's placement; then element values.
 ///
+/// A quarter of the calls go through a prepared call (`sj_prepare`, `sj_prepared_run`)
+/// instead of `sj_kernel_run`, in place when out is data's descriptor, without NULL data
+/// pointers (which a prepared call meets only when run; the C tests cover them).
+///
 /// Promises checked: nothing panics or crashes (ASan watches every access); `sj_kernel_get`
-/// and `sj_kernel_run` return the status the Rust API's error maps to (or the descriptor's
+/// and the call return the status the Rust API's error maps to (or the descriptor's
 /// refusal, for what only C can express: NULLs, devices, dtype codes, negative dims,
 /// reaches past the address space, aliasing); on failure no buffer changes, the message is
 /// one lowercase line naming the function, and a bad index's position is in
 /// `args.bad_index`; on success out holds exactly what the Rust API writes.
 pub fn capi(input: &[u8]) {
-    hold_every_key();
     let mut choices = Choices::new(input);
     let c = &mut choices;
     let text = key_text(c);
@@ -453,7 +505,7 @@ pub fn capi(input: &[u8]) {
         .parse::<KernelKey>()
         .map_err(|_| Status::Key)
         .and_then(|key| {
-            KernelCache::global()
+            c_kernels()
                 .get(&key)
                 .map(|_| key)
                 .map_err(|e| Status::of(&e))
@@ -552,7 +604,7 @@ impl Orphans {
 }
 
 fn run_case(c: &mut Choices, key: &KernelKey, kernel: *mut SjKernel) {
-    let rust_kernel = KernelCache::global().get(key).expect("compiled above");
+    let rust_kernel = c_kernels().get(key).expect("compiled above");
     let (r, a, kind) = (key.rank(), key.axis(), key.kind());
     let small = |c: &mut Choices| match c.byte() % 8 {
         0 => 0,
@@ -600,6 +652,12 @@ fn run_case(c: &mut Choices, key: &KernelKey, kernel: *mut SjKernel) {
     }
     let null_kernel = c.byte() % 64 == 63;
     let null_args = c.byte() % 64 == 63;
+    let prepared = (c.byte() % 4 == 3).then(|| c.flag());
+    if prepared.is_some() {
+        for d in &mut descs {
+            d.data_null = false;
+        }
+    }
 
     // Buffers: one per operand with a home of its own, each first reached byte placed a
     // few bytes in.
@@ -728,6 +786,10 @@ fn run_case(c: &mut Choices, key: &KernelKey, kernel: *mut SjKernel) {
         Expected::Fails(status, None)
     } else {
         let views = Views::new(&descs, &buffers, &buffer_of, &pos);
+        if prepared.is_some() && views.in_place(kind) {
+            // A prepared call is in place when out is data's descriptor.
+            args.out = args.data;
+        }
         match views.rust(&rust_kernel, &roles) {
             Some(expected) => expected,
             // Valid but too large to run here.
@@ -746,13 +808,14 @@ fn run_case(c: &mut Choices, key: &KernelKey, kernel: *mut SjKernel) {
         } else {
             &mut args
         },
+        prepared,
     };
-    let (status, message) = pools()[1].install(|| call.run());
+    let (status, message, function) = pools()[1].install(|| call.run());
     let context = || format!("{key} {descs:?} home {home:?}");
     match expected {
         Expected::Fails(want, position) => {
             assert_eq!(status, want as i32, "{}: {message}", context());
-            check_error_message("sj_kernel_run", &message);
+            check_error_message(function, &message);
             assert!(
                 buffers == before,
                 "{}: a failed call changed memory",
@@ -826,6 +889,14 @@ impl Views {
         }
     }
 
+    /// Whether out is data's memory, element for element: an in-place scatter.
+    fn in_place(&self, kind: OpKind) -> bool {
+        kind == OpKind::ScatterElements
+            && self.spans[OUT] == self.spans[DATA]
+            && self.dims[OUT] == self.dims[DATA]
+            && self.strides[OUT] == self.strides[DATA]
+    }
+
     fn meta(&self, role: usize) -> Meta<'_> {
         Meta::new(self.dtypes[role], &self.dims[role])
     }
@@ -869,10 +940,7 @@ impl Views {
         if self.dims[OUT] != out_shape {
             return Some(Expected::Fails(Status::Shape, None));
         }
-        let in_place = scatter
-            && self.spans[OUT] == self.spans[DATA]
-            && self.dims[OUT] == self.dims[DATA]
-            && self.strides[OUT] == self.strides[DATA];
+        let in_place = self.in_place(key.kind());
         let (out_buffer, out_range, out_offset) = self.spans[OUT].clone();
         for &role in roles.iter().filter(|&&r| r != OUT) {
             let (b, range, _) = &self.spans[role];

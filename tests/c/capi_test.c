@@ -1,5 +1,6 @@
 /* Drives the C ABI of the shared library (scatterjit.h): results, a bad index, and misuse
- * (NULL pointers, a bad key, wrong dtypes, ranks and shapes, aliasing). The Rust side
+ * (NULL pointers, a bad key, wrong dtypes, ranks and shapes, aliasing), each call both
+ * through sj_kernel_run and through a prepared call. The Rust side
  * (tests/capi.rs) compares every case with the reference interpreter and checks the
  * misuse statuses and messages. */
 #include <stdlib.h>
@@ -15,6 +16,46 @@ static sj_kernel *current;
 
 static int32_t via_library(sj_args *args) {
     return sj_kernel_run(current, args);
+}
+
+/* The same call prepared from args' descriptors, run on their data, then freed. */
+static int32_t via_prepared(sj_args *args) {
+    sj_prepared *prepared = NULL;
+    int32_t status = sj_prepare(current, args, &prepared);
+    if (status != SJ_OK)
+        return status;
+    status = sj_prepared_run(prepared, args->out->data, args->data->data, args->indices->data,
+                             args->updates ? args->updates->data : NULL, args->bad_index);
+    sj_prepared_free(prepared);
+    return status;
+}
+
+/* A prepared call kept past its kernel handle and cache, run in place (data NULL). */
+static sj_prepared *kept;
+
+static int32_t via_kept(sj_args *args) {
+    return sj_prepared_run(kept, args->out->data, NULL, args->indices->data,
+                           args->updates->data, args->bad_index);
+}
+
+/* An in-place case: out is data's descriptor, so data is printed before the call. */
+static void run_in_place(const char *name, kernel_fn kernel, sj_args *args) {
+    printf("case %s\n", name);
+    print_tensor("data", args->data);
+    print_tensor("indices", args->indices);
+    print_tensor("updates", args->updates);
+    print_tensor("before", args->out);
+    int32_t status = kernel(args);
+    printf("  status %d %s\n", status, sj_status_name(status));
+    print_tensor("out", args->out);
+}
+
+/* Runs `name` through sj_kernel_run, then through a prepared call as `name`_prepared. */
+static void run_both(const char *name, sj_args *args) {
+    char prepared[64];
+    run_case(name, via_library, args);
+    snprintf(prepared, sizeof prepared, "%s_prepared", name);
+    run_case(prepared, via_prepared, args);
 }
 
 /* Selects the kernel of `key` for via_library; exits if it cannot be had. */
@@ -56,24 +97,19 @@ int main(void) {
               su = T(supd, SJ_DTYPE_F32, 2, s32, NULL), so = T(sout, SJ_DTYPE_F32, 2, s34, NULL);
     sj_args sargs = {&sd, &si, &su, &so, {0}, NULL, 0};
     use("scatter_elements.f32.i64.r2.a1.add");
-    run_case("scatter_add", via_library, &sargs);
+    run_both("scatter_add", &sargs);
 
     float inplace[12];
-    iota(inplace, 12);
     sj_tensor ip = T(inplace, SJ_DTYPE_F32, 2, s34, NULL);
     sj_args iargs = {&ip, &si, &su, &ip, {0}, NULL, 0};
-    printf("case scatter_in_place\n");
-    print_tensor("data", &ip);
-    print_tensor("indices", &si);
-    print_tensor("updates", &su);
-    print_tensor("before", &ip);
-    int32_t status = sj_kernel_run(current, &iargs);
-    printf("  status %d %s\n", status, sj_status_name(status));
-    print_tensor("out", &ip);
+    iota(inplace, 12);
+    run_in_place("scatter_in_place", via_library, &iargs);
+    iota(inplace, 12);
+    run_in_place("scatter_in_place_prepared", via_prepared, &iargs);
 
     /* mean: only the library has it (its sums and divide run on the host). */
     use("scatter_elements.f32.i64.r2.a1.mean.noinit");
-    run_case("scatter_mean_noinit", via_library, &sargs);
+    run_both("scatter_mean_noinit", &sargs);
 
     float gdata[12], gout[6] = {0};
     int64_t gidx[6] = {3, 0, -1, 2, 1, 1}, gstrides[2] = {1, 3};
@@ -82,7 +118,7 @@ int main(void) {
               go = T(gout, SJ_DTYPE_F32, 2, s32, NULL);
     sj_args gargs = {&gd, &gi, NULL, &go, {0}, NULL, 0};
     use("gather_elements.f32.i64.r2.a1");
-    run_case("gather_elements_strided", via_library, &gargs);
+    run_both("gather_elements_strided", &gargs);
 
     static float rdata[5 * 64], rout[2 * 2 * 64];
     int64_t ridx[4] = {4, -1, 0, 2}, r5x64[2] = {5, 64}, r2x2[2] = {2, 2}, r2x2x64[3] = {2, 2, 64};
@@ -91,11 +127,11 @@ int main(void) {
               ro = T(rout, SJ_DTYPE_F32, 3, r2x2x64, NULL);
     sj_args rargs = {&rd, &ri, NULL, &ro, {0}, NULL, 0};
     use("gather.f32.i64.r2.q2.a0");
-    run_case("gather_rows", via_library, &rargs);
+    run_both("gather_rows", &rargs);
     int64_t ridx_bad[4] = {4, 0, -6, 2};
     sj_tensor rib = T(ridx_bad, SJ_DTYPE_I64, 2, r2x2, NULL);
     sj_args rbargs = {&rd, &rib, NULL, &ro, {0}, NULL, 0};
-    run_case("gather_bad_index", via_library, &rbargs);
+    run_both("gather_bad_index", &rbargs);
 
     int64_t bidx[6] = {1, 1, 3, 0, 4, -5};
     sj_tensor bi = T(bidx, SJ_DTYPE_I64, 2, s32, NULL);
@@ -103,7 +139,7 @@ int main(void) {
         sout[i] = -1;
     sj_args bargs = {&sd, &bi, &su, &so, {0}, NULL, 0};
     use("scatter_elements.f32.i64.r2.a1.add");
-    run_case("scatter_bad_index", via_library, &bargs);
+    run_both("scatter_bad_index", &bargs);
 
     /* Misuse of the library itself. */
     sj_kernel *k = NULL;
@@ -171,7 +207,38 @@ int main(void) {
     a.out = &wrong;
     misuse("out_overlaps_itself", &a, sout, 12);
 
+    /* Misuse of a prepared call: each fails with its status and leaves out alone. */
+    sj_prepared *p = NULL;
+    report("prepare_null_args", sj_prepare(current, NULL, &p), p == NULL);
+    a = sargs;
+    a.out = &wrong; /* out with a zero stride: it would write one element twice */
+    report("prepare_out_overlaps_itself", sj_prepare(current, &a, &p), p == NULL);
+    if (sj_prepare(current, &sargs, &p) != SJ_OK) {
+        printf("cannot prepare: %s\n", sj_last_error());
+        return 1;
+    }
+    float before[12];
+    memcpy(before, sout, sizeof before);
+#define SAME (memcmp(before, sout, sizeof before) == 0)
+    report("prepared_run_null", sj_prepared_run(NULL, sout, sdata, sidx, supd, NULL), SAME);
+    report("prepared_null_indices", sj_prepared_run(p, sout, sdata, NULL, supd, NULL), SAME);
+    report("prepared_out_overlaps_data", sj_prepared_run(p, sout, sout, sidx, supd, NULL), SAME);
+    int64_t bad[SJ_MAX_RANK] = {0};
+    int32_t status = sj_prepared_run(p, sout, sdata, bidx, supd, bad);
+    report("prepared_bad_index", status, SAME && bad[0] == 2 && bad[1] == 0);
+    sj_prepared_free(p);
+    if (sj_prepare(current, &iargs, &kept) != SJ_OK) {
+        printf("cannot prepare in place: %s\n", sj_last_error());
+        return 1;
+    }
+    memcpy(before, inplace, sizeof before);
+    report("prepared_in_place_other_data",
+           sj_prepared_run(kept, inplace, sdata, sidx, supd, NULL),
+           memcmp(before, inplace, sizeof before) == 0);
     sj_kernel_free(current);
     sj_cache_free(cache);
+    iota(inplace, 12);
+    run_in_place("scatter_in_place_outliving_cache", via_kept, &iargs);
+    sj_prepared_free(kept);
     return 0;
 }
