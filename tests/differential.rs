@@ -83,12 +83,13 @@ fn index_dtypes() -> Vec<DType> {
         .collect()
 }
 
-/// Random element bytes: floats favour specials (NaN, ±0, ±inf) and small integers so that
-/// sums, products and comparisons are exercised at their edges.
+/// Random element bytes: floats favour specials (NaN of either sign with any payload, ±0,
+/// ±inf) and small integers so that sums, products and comparisons are exercised at their
+/// edges.
 fn random_element(dtype: DType, rng: &mut SplitMix64, out: &mut [u8]) {
     let pick_float = |rng: &mut SplitMix64| -> f64 {
         match rng.below_u64(12) {
-            0 => f64::NAN,
+            0 => f64::from_bits(rng.next_u64() | 0x7ff0_0000_0000_0001),
             1 => 0.0,
             2 => -0.0,
             3 => f64::INFINITY,
@@ -1077,6 +1078,109 @@ fn gather_elements_compacts_to_the_width_of_each_call() {
             panic!("{case:?}: {message}");
         }
     }
+}
+
+/// Float max and min of NaNs with different payloads give the same bits on one thread and
+/// on three: x86-64's scalar fmax keeps a NaN's payload and its vector fmax clears it, and
+/// broadcast updates ran in the vector loop on one thread and in the scalar one when split
+/// (found by the `differential` fuzz target: its input is kept in the corpus).
+#[test]
+fn float_max_and_min_of_nans_are_the_same_bits_on_any_path() {
+    let nans = [
+        0xfff0_0000_0000_0001u64,
+        0xffff_fbff_ffff_ffff,
+        0x7ff8_0000_0000_0000,
+    ];
+    for reduction in [Reduction::Max, Reduction::Min] {
+        for dtype in [DType::F32, DType::F64] {
+            for &nan in &nans {
+                // The fuzzer's case: everything broadcast but the indices, rank 4, axis 0.
+                let shape = [2, 2, 2, 2];
+                let values = [f64::from_bits(nan)];
+                let indices = [-1; 16];
+                nan_bits_agree(
+                    reduction,
+                    dtype,
+                    &shape,
+                    &values,
+                    &[0; 4],
+                    &indices,
+                    &[8, 4, 2, 1],
+                );
+            }
+            // PyTorch Geometric's expanded rows: one update and one index per row.
+            for row in [3, 5, 8] {
+                let values: Vec<f64> = (0..6)
+                    .map(|i| match i % 3 {
+                        1 => -1.5,
+                        _ => f64::from_bits(nans[(i + i / 3) % 3]),
+                    })
+                    .collect();
+                let indices: Vec<i8> = (0..6).map(|i| i % 2).collect();
+                nan_bits_agree(
+                    reduction,
+                    dtype,
+                    &[6, row],
+                    &values,
+                    &[1, 0],
+                    &indices,
+                    &[1, 0],
+                );
+            }
+        }
+    }
+}
+
+/// Scatters `values` (laid out by `strides` over `shape`) into a broadcast `shape` of 0.25s
+/// at the i8 `indices` (laid out by `index_strides`) along axis 0, on one thread and on
+/// three: the same bits, and the interpreter's values.
+fn nan_bits_agree(
+    reduction: Reduction,
+    dtype: DType,
+    shape: &[usize],
+    values: &[f64],
+    strides: &[isize],
+    indices: &[i8],
+    index_strides: &[isize],
+) {
+    let bytes = |values: &[f64]| {
+        let samples = values.iter().map(|&re| Sample {
+            re,
+            im: 0.0,
+            bits: 0,
+        });
+        values::bytes(dtype, samples)
+    };
+    // Data is one 0.25, broadcast.
+    let quarter = bytes(&[0.25]);
+    let data_view = TensorView::new(dtype, shape, &vec![0; shape.len()], 0, &quarter).unwrap();
+    let data = data_view.to_tensor().unwrap();
+    let updates = bytes(values);
+    let updates = TensorView::new(dtype, shape, strides, 0, &updates).unwrap();
+    let indices = Tensor::from_slice(&[indices.len()], indices).unwrap();
+    let indices = TensorView::new(DType::I8, shape, index_strides, 0, indices.bytes()).unwrap();
+    let op = Op::new(OpKind::ScatterElements, 0, reduction, true);
+    let key = op
+        .validate(data.meta(), indices.meta(), Some(updates.meta()))
+        .unwrap()
+        .key;
+    let kernel = KernelCache::global().get(&key).unwrap();
+    let run = || kernel.run(&data_view, &indices, Some(&updates)).unwrap();
+    let one = pools()[0].install(run);
+    let three = pools()[1].install(run);
+    let case = format!("{reduction} {dtype} {shape:?} {values:?}");
+    assert_eq!(one.bytes(), three.bytes(), "{case}");
+    let want = interp::run(
+        &op,
+        &data,
+        &indices.to_tensor().unwrap(),
+        Some(&updates.to_tensor().unwrap()),
+    )
+    .unwrap();
+    assert!(
+        values::same_values(dtype, want.bytes(), one.bytes()),
+        "{case}"
+    );
 }
 
 #[test]

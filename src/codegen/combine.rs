@@ -2,7 +2,9 @@
 //! (reduction, dtype class) to Cranelift instructions, and `mean`'s steps in its
 //! accumulator type (widen, accumulate, divide).
 
-use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
+use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 use scatterjit_ir::{DType, DTypeClass, MeanAccumulator, Reduction};
 
@@ -147,8 +149,14 @@ pub(crate) fn reduce(
         (R::Add, C::Float) => b.ins().fadd(x, y),
         (R::Mul, C::Float) => b.ins().fmul(x, y),
         // Cranelift's fmax/fmin propagate NaN and order -0 < +0: IEEE 754-2019 maximum/minimum.
-        (R::Max, C::Float) => b.ins().fmax(x, y),
-        (R::Min, C::Float) => b.ins().fmin(x, y),
+        (R::Max, C::Float) => {
+            let m = b.ins().fmax(x, y);
+            canonical_nan(b, m)
+        }
+        (R::Min, C::Float) => {
+            let m = b.ins().fmin(x, y);
+            canonical_nan(b, m)
+        }
         (R::Add, C::SignedInt | C::UnsignedInt) => b.ins().iadd(x, y),
         (R::Mul, C::SignedInt | C::UnsignedInt) => b.ins().imul(x, y),
         (R::Max, C::SignedInt) => b.ins().smax(x, y),
@@ -159,6 +167,30 @@ pub(crate) fn reduce(
         (R::Mul | R::Min, C::Bool) => b.ins().band(x, y),
         _ => unreachable!("no combine for {reduction} on {dtype}"),
     })
+}
+
+/// `v` (F32, F64 or vectors of them) with every NaN lane replaced by the positive quiet
+/// NaN. x86-64's scalar `fmax`/`fmin` keep a NaN operand's payload and its vector forms
+/// clear it, so without this the bits of a result would depend on which loop ran it, and
+/// so on the thread count.
+fn canonical_nan(b: &mut FunctionBuilder, v: Value) -> Value {
+    let ty = b.func.dfg.value_type(v);
+    let nan = if ty.lane_type() == types::F32 {
+        b.ins().f32const(Ieee32::with_bits(f32::NAN.to_bits()))
+    } else {
+        b.ins().f64const(Ieee64::with_bits(f64::NAN.to_bits()))
+    };
+    let is_nan = b.ins().fcmp(FloatCC::Unordered, v, v);
+    if ty.is_vector() {
+        let nan = b.ins().splat(ty, nan);
+        // The lane mask as the float vector type; the lanes keep their size, so the byte
+        // order only has to be stated.
+        let flags = MemFlagsData::new().with_endianness(Endianness::Little);
+        let is_nan = b.ins().bitcast(ty, flags, is_nan);
+        b.ins().bitselect(is_nan, nan, v)
+    } else {
+        b.ins().select(is_nan, nan, v)
+    }
 }
 
 /// Converts a loaded element to `mean`'s accumulator type.
