@@ -1,9 +1,10 @@
 //! Per-call overhead on tiny tensors, where the work itself is tens of nanoseconds: what a
 //! framework pays per graph node. Each case runs as a free function (owned tensors, the
-//! process-wide cache), as `Kernel::run_into` on views made once, and as a prepared call
-//! (`Prepared::run_into` on byte buffers). The three forms run interleaved, round after
-//! round, and each prints the median time per call over the rounds; every form's output
-//! is first checked against the others.
+//! process-wide cache), as `Kernel::run_into` on views made once, as a prepared call
+//! (`Prepared::run_into` on byte buffers), and through the C ABI: `sj_kernel_run` on
+//! descriptors made once, and `sj_prepared_run` on the buffers of a call prepared once.
+//! The forms run interleaved, round after round, and each prints the median time per call
+//! over the rounds; every form's output is first checked against the free function's.
 //!
 //! ```text
 //! cargo run --release -p scatterjit --example overhead [rounds] [calls per round]
@@ -12,9 +13,15 @@
 //! Run it on one thread (`RAYON_NUM_THREADS=1`) or on the default pool: tiny calls stay on
 //! the calling thread either way.
 
+use std::ffi::CString;
 use std::hint::black_box;
 use std::time::Instant;
 
+use scatterjit::cabi::{dtype_code, SjArgs, SjTensor, DEVICE_CPU};
+use scatterjit::ffi::{
+    sj_cache_new, sj_kernel_get, sj_kernel_run, sj_prepare, sj_prepared_run, SjPrepared,
+};
+use scatterjit::ir::MAX_RANK;
 use scatterjit::{
     DType, Geometry, KernelCache, KernelKey, Reduction, Tensor, TensorView, TensorViewMut,
 };
@@ -27,10 +34,95 @@ fn bytes<T: Copy, const N: usize>(values: &[T], to_le: impl Fn(T) -> [u8; N]) ->
 /// A calling form: its label, and a closure that runs one call.
 type Form = (&'static str, Box<dyn FnMut()>);
 
-/// One tiny case in its three forms.
+/// One tiny case in its five forms.
 struct Case {
     name: &'static str,
-    forms: [Form; 3],
+    forms: [Form; 5],
+}
+
+/// A row-major descriptor of a copy of `bytes`; both live for the whole run.
+fn descriptor(dtype: DType, shape: &[usize], bytes: &[u8]) -> *const SjTensor {
+    let shape: &'static [i64] = shape.iter().map(|&d| d as i64).collect::<Vec<_>>().leak();
+    let data: &'static mut [u8] = bytes.to_vec().leak();
+    Box::leak(Box::new(SjTensor {
+        data: data.as_mut_ptr(),
+        device_type: DEVICE_CPU,
+        device_id: 0,
+        ndim: shape.len() as i32,
+        dtype: dtype_code(dtype).expect("a numeric dtype"),
+        shape: shape.as_ptr(),
+        strides: std::ptr::null(),
+        byte_offset: 0,
+    }))
+}
+
+/// The C ABI's forms of one call of `key`: `sj_kernel_run` on `sj_args` made once, and
+/// `sj_prepared_run` on the same buffers (another `out`) of a call `sj_prepare` made once.
+/// Each descriptor is (dtype, shape, bytes); both forms' outputs must equal `want`.
+fn c_abi_forms(
+    key: &KernelKey,
+    tensors: [(DType, &[usize], &[u8]); 3],
+    updates: Option<(DType, &[usize], &[u8])>,
+    want: &[u8],
+) -> [Form; 2] {
+    let [(dt, ds, db), (it, is, ib), (ot, os, ob)] = tensors;
+    let cache = sj_cache_new();
+    let mut kernel = std::ptr::null_mut();
+    let key_text = CString::new(key.to_string()).unwrap();
+    // SAFETY: a live cache, a C string, a writable pointer.
+    assert_eq!(
+        unsafe { sj_kernel_get(cache, key_text.as_ptr(), &mut kernel) },
+        0
+    );
+    let args: &'static mut SjArgs = Box::leak(Box::new(SjArgs {
+        data: descriptor(dt, ds, db),
+        indices: descriptor(it, is, ib),
+        updates: updates.map_or(std::ptr::null(), |(ut, us, ub)| descriptor(ut, us, ub)),
+        out: descriptor(ot, os, ob),
+        bad_index: [0; MAX_RANK],
+        workspace: std::ptr::null_mut(),
+        workspace_bytes: 0,
+    }));
+    let mut prepared: *mut SjPrepared = std::ptr::null_mut();
+    // SAFETY: a live kernel and valid descriptors; `prepared` is writable.
+    assert_eq!(unsafe { sj_prepare(kernel, args, &mut prepared) }, 0);
+    let prepared_out: &'static mut [u8] = vec![0u8; ob.len()].leak();
+    let prepared_out = prepared_out.as_mut_ptr();
+    // SAFETY (both closures): the descriptors and buffers are leaked, so live for the
+    // whole run; the prepared call's buffers are those its descriptors describe.
+    let (data, indices, out) =
+        unsafe { ((*args.data).data, (*args.indices).data, (*args.out).data) };
+    let updates = args.updates;
+    let args: *mut SjArgs = args;
+    let run = move || unsafe { sj_kernel_run(kernel, args) };
+    let run_prepared = move || unsafe {
+        let updates = updates.as_ref().map_or(std::ptr::null_mut(), |u| u.data);
+        sj_prepared_run(
+            prepared,
+            prepared_out,
+            data,
+            indices,
+            updates,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(run(), 0);
+    assert_eq!(run_prepared(), 0);
+    // SAFETY: the out buffers hold `want.len()` bytes.
+    unsafe {
+        assert_eq!(std::slice::from_raw_parts(out, want.len()), want);
+        assert_eq!(std::slice::from_raw_parts(prepared_out, want.len()), want);
+    }
+    [
+        (
+            "sj_kernel_run (C ABI)",
+            Box::new(move || assert_eq!(run(), 0)),
+        ),
+        (
+            "sj_prepared_run (C ABI)",
+            Box::new(move || assert_eq!(run_prepared(), 0)),
+        ),
+    ]
 }
 
 fn gather_rows() -> Case {
@@ -69,6 +161,16 @@ fn gather_rows() -> Case {
         assert_eq!(out_view_bytes, want.bytes());
         assert_eq!(out_prepared, want.bytes());
     }
+    let [c_run, c_prepared] = c_abi_forms(
+        &key,
+        [
+            (DType::F32, &[1000, 64], &data_bytes),
+            (DType::I64, &[8], &index_bytes),
+            (DType::F32, &[8, 64], &out_view_bytes),
+        ],
+        None,
+        want.bytes(),
+    );
     let run_into = {
         // Views made once, over buffers that live for the whole run.
         let data_bytes: &'static [u8] = data_bytes.clone().leak();
@@ -98,6 +200,8 @@ fn gather_rows() -> Case {
                         .unwrap();
                 }),
             ),
+            c_run,
+            c_prepared,
         ],
     }
 }
@@ -138,6 +242,16 @@ fn scatter_add() -> Case {
         )
         .unwrap();
     assert_eq!(out_prepared, want.bytes());
+    let [c_run, c_prepared] = c_abi_forms(
+        &key,
+        [
+            (DType::F32, &[16, 16], &data_bytes),
+            (DType::I64, &[4, 16], &index_bytes),
+            (DType::F32, &[16, 16], &out_view_bytes),
+        ],
+        Some((DType::F32, &[4, 16], &update_bytes)),
+        want.bytes(),
+    );
     let run_into = {
         // Views made once, over buffers that live for the whole run.
         let data_bytes: &'static [u8] = data_bytes.clone().leak();
@@ -189,6 +303,8 @@ fn scatter_add() -> Case {
                         .unwrap();
                 }),
             ),
+            c_run,
+            c_prepared,
         ],
     }
 }
