@@ -15,7 +15,8 @@
  * Every function returns SJ_OK or an SJ_ERR_* code (scatterjit_abi.h) and never lets a
  * panic cross into C (a bug is SJ_ERR_INTERNAL). After a failure, sj_last_error() returns
  * its message, naming the op and the offending value and position. All functions may be
- * called from any thread; a cache and its kernels may be shared between threads.
+ * called from any thread; a cache, its kernels and prepared calls may be shared between
+ * threads.
  */
 #ifndef SCATTERJIT_H
 #define SCATTERJIT_H

@@ -666,6 +666,15 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
 mod tests {
     use super::*;
 
+    /// C may share caches, kernel handles and prepared calls between threads.
+    #[test]
+    fn handles_may_be_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<SjCache>();
+        shared::<SjKernel>();
+        shared::<SjPrepared>();
+    }
+
     #[test]
     fn panics_become_internal_errors() {
         let status = guard("sj_test", || panic!("boom"));
