@@ -8,6 +8,7 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use scatterjit_ir::{DType, Error as IrError, KernelKey, Meta, OpKind, Operand, M
 use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 use crate::error::Error;
 use crate::kernel::{Geometry, Kernel, Prepared};
-use crate::tensor::{TensorView, TensorViewMut, Unbuffered};
+use crate::tensor::{overlaps, TensorView, TensorViewMut, Unbuffered};
 use crate::KernelCache;
 
 /// An opaque kernel cache (`sj_cache` in C).
@@ -310,20 +311,12 @@ pub unsafe extern "C" fn sj_prepared_run(
                 .map(|&(_, start, len)| (start, len))
         };
         let (out_start, out_len) = span(Operand::Output).expect("every key has an output");
-        let out_bytes = out_start as usize..out_start as usize + out_len;
-        for &(operand, start, len) in spans.iter().filter(|s| s.0 != Operand::Output) {
-            let bytes = start as usize..start as usize + len;
-            let shared = out_len > 0
-                && len > 0
-                && out_bytes.start < bytes.end
-                && bytes.start < out_bytes.end;
-            if shared && !(in_place && operand == Operand::Data) {
-                return Err(Failure(
-                    Status::Overlap,
-                    format!("out shares memory with {}", cabi::field(operand)),
-                ));
-            }
-        }
+        let inputs = spans.iter().filter(|s| s.0 != Operand::Output);
+        check_out_alone(
+            out_start..out_start.wrapping_add(out_len),
+            inputs.map(|&(operand, start, len)| (operand, start..start.wrapping_add(len))),
+            in_place,
+        )?;
         let input = |operand| {
             span(operand).map(|(start, len)| {
                 // SAFETY: the caller promises the `len` bytes from `start` (every element
@@ -396,10 +389,27 @@ struct Described {
 }
 
 impl Described {
-    fn bytes(&self) -> std::ops::Range<usize> {
-        let at = self.start as usize;
-        at..at + self.len
+    fn bytes(&self) -> Range<*const u8> {
+        let at = self.start.cast_const();
+        at..at.wrapping_add(self.len)
     }
+}
+
+/// Refuses a call whose out shares a byte with an input, other than data's in place.
+fn check_out_alone(
+    out: Range<*const u8>,
+    inputs: impl IntoIterator<Item = (Operand, Range<*const u8>)>,
+    in_place: bool,
+) -> Result<(), Failure> {
+    for (operand, bytes) in inputs {
+        if overlaps(out.clone(), bytes) && !(in_place && operand == Operand::Data) {
+            return Err(Failure(
+                Status::Overlap,
+                format!("out shares memory with {}", cabi::field(operand)),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Reads the descriptor of `operand` and checks it against the kernel's rank and dtype for
@@ -618,18 +628,8 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
         && out.offset == data.offset
         && out.shape == data.shape
         && out.strides == data.strides;
-    for (operand, input) in described.iter().filter(|d| d.0 != Operand::Output) {
-        let shared = out.len > 0
-            && input.len > 0
-            && out.bytes().start < input.bytes().end
-            && input.bytes().start < out.bytes().end;
-        if shared && !(in_place && *operand == Operand::Data) {
-            return Err(Failure(
-                Status::Overlap,
-                format!("out shares memory with {}", cabi::field(*operand)),
-            ));
-        }
-    }
+    let inputs = described.iter().filter(|d| d.0 != Operand::Output);
+    check_out_alone(out.bytes(), inputs.map(|(o, d)| (*o, d.bytes())), in_place)?;
 
     let view = |d: &Described| -> Result<TensorView<'_>, Failure> {
         // SAFETY: the caller promises the `len` bytes from `start` (every element the
