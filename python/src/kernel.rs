@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use scatterjit::Kernel;
 
 use crate::errors::IntoPy;
-use crate::operand::{Access, Operand};
+use crate::operand::{Access, Operand, Raw};
 
 /// A compiled kernel of one key (op, dtype, index dtype, ranks, axis, reduction,
 /// use_init_val), from ``scatterjit.kernel(key)``. Shapes and strides arrive with each
@@ -116,13 +116,23 @@ impl PyKernel {
         let updates = updates
             .map(|u| Operand::new(u, "updates", Access::Read))
             .transpose()?;
+        let updates = updates.as_ref().map(|u| &u.raw);
+        // The result's shape (the kernel validates the call again as it runs).
+        let validated = self
+            .inner
+            .key()
+            .op()
+            .validate(data.raw.meta(), indices.raw.meta(), updates.map(Raw::meta))
+            .py_err()?;
+        let (data, indices) = (&data.raw, &indices.raw);
         crate::run(
             py,
             &self.inner,
-            &data.raw,
-            &indices.raw,
-            updates.as_ref().map(|u| &u.raw),
+            data,
+            indices,
+            updates,
             out,
+            &validated.out_shape,
         )
     }
 }

@@ -9,9 +9,15 @@ mod strings;
 
 use std::sync::Arc;
 
-use numpy::PyArray1;
+use std::ffi::{c_int, c_void};
+
+use numpy::npyffi::{
+    get_type_object, npy_intp, NpyTypes, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE, PY_ARRAY_API,
+};
+use numpy::{PyArray1, PyArrayDescr, PyArrayDescrMethods, PyArrayMethods};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::PyDict;
 use scatterjit::ir;
 use scatterjit::{Kernel, KernelCache, KernelKey, Op, OpKind, Reduction, Tensor};
 
@@ -29,19 +35,53 @@ fn cached(key: &KernelKey) -> PyResult<Arc<Kernel>> {
     KernelCache::global().get(key).py_err()
 }
 
-/// An owned result as a numpy array over the same bytes (no copy).
+/// An owned result as a C-contiguous numpy array of `dtype` over the same bytes (no
+/// copy), made with one call of numpy's C-API rather than Python-level `view` and
+/// `reshape` (which were half the time of a tiny out-of-place call).
 fn to_numpy<'py>(
     py: Python<'py>,
     tensor: Tensor,
-    dtype: Bound<'py, PyAny>,
+    dtype: Bound<'py, PyArrayDescr>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let shape = PyTuple::new(py, tensor.shape())?;
-    PyArray1::from_vec(py, tensor.into_bytes())
-        .call_method1("view", (dtype,))?
-        .call_method1("reshape", (shape,))
+    let mut dims = tensor
+        .shape()
+        .iter()
+        .map(|&d| npy_intp::try_from(d))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| PyValueError::new_err("result shape does not fit numpy's npy_intp"))?;
+    let rank = c_int::try_from(dims.len())
+        .map_err(|_| PyValueError::new_err("result rank does not fit a C int"))?;
+    // The bytes' owner: a 1-D uint8 array over the tensor's `Vec`, which frees it.
+    let owner = PyArray1::from_vec(py, tensor.into_bytes());
+    let data = owner.data() as *mut c_void;
+    // SAFETY: the GIL is held; `descr` is a new reference that `PyArray_NewFromDescr`
+    // steals; `dims` holds `rank` sizes whose product times the item size is the byte
+    // length of `owner` (the tensor's shape and dtype describe its bytes), so the new
+    // C-contiguous array (NULL strides) reads only `owner`'s memory, which stays alive
+    // because `PyArray_SetBaseObject` makes `owner` the array's base (stealing the
+    // reference `into_ptr` hands over) before anything else can see the array.
+    unsafe {
+        let array = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            get_type_object(py, NpyTypes::PyArray_Type),
+            dtype.into_dtype_ptr(),
+            rank,
+            dims.as_mut_ptr(),
+            std::ptr::null_mut(),
+            data,
+            NPY_ARRAY_WRITEABLE | NPY_ARRAY_C_CONTIGUOUS,
+            std::ptr::null_mut(),
+        );
+        let array = Bound::from_owned_ptr_or_err(py, array)?;
+        if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast(), owner.into_ptr()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(array)
+    }
 }
 
-/// Runs `kernel` out of place: a new numpy array, or into `out` (returned).
+/// Runs `kernel` out of place: a new numpy array of shape `out_shape`, or into `out`
+/// (returned).
 fn run<'py>(
     py: Python<'py>,
     kernel: &Kernel,
@@ -49,11 +89,13 @@ fn run<'py>(
     indices: &Raw,
     updates: Option<&Raw>,
     out: Option<&Bound<'py, PyAny>>,
+    out_shape: &[usize],
 ) -> PyResult<Bound<'py, PyAny>> {
+    let work = pool::work(Some(out_shape), &indices.shape);
     let Some(out_obj) = out else {
         // The dtype first: a missing ml_dtypes must fail before the kernel runs.
         let dtype = operand::numpy_dtype(py, kernel.key().dtype())?;
-        let tensor = compute(py, || {
+        let tensor = compute(py, work, || {
             let updates = updates.map(Raw::view).transpose()?;
             kernel.run(&data.view()?, &indices.view()?, updates.as_ref())
         })
@@ -65,7 +107,7 @@ fn run<'py>(
     inputs.extend(updates.map(|u| (ir::Operand::Updates, u)));
     operand::disjoint(kernel.key().kind(), &out.raw, &inputs).py_err()?;
     let raw = &mut out.raw;
-    compute(py, || {
+    compute(py, work, || {
         let updates = updates.map(Raw::view).transpose()?;
         kernel.run_into(
             &mut raw.view_mut()?,
@@ -91,7 +133,7 @@ fn scatter_in_place(
         (ir::Operand::Updates, updates),
     ];
     operand::disjoint(OpKind::ScatterElements, data, &inputs).py_err()?;
-    compute(py, || {
+    compute(py, pool::work(None, &indices.shape), || {
         kernel.scatter_in_place(&mut data.view_mut()?, &indices.view()?, &updates.view()?)
     })
     .py_err()
@@ -128,7 +170,16 @@ fn run_op<'py>(
         .validate(data.raw.meta(), indices.raw.meta(), updates.map(Raw::meta))
         .py_err()?;
     let kernel = cached(&validated.key)?;
-    run(py, &kernel, &data.raw, &indices.raw, updates, out)
+    let out_shape = &validated.out_shape;
+    run(
+        py,
+        &kernel,
+        &data.raw,
+        &indices.raw,
+        updates,
+        out,
+        out_shape,
+    )
 }
 
 /// ONNX ScatterElements (and OpenVINO ScatterElementsUpdate-12): a copy of ``data`` with

@@ -11,7 +11,8 @@ use dlpark::DlpackFlags;
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyComplex, PyFloat, PyInt};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyComplex, PyFloat, PyInt, PyType};
 use scatterjit::ir::Meta;
 use scatterjit::{DType, TensorView, TensorViewMut};
 
@@ -168,7 +169,7 @@ impl<'py> Operand<'py> {
         if let Ok(array) = obj.cast::<PyUntypedArray>() {
             return from_numpy(array, name, access);
         }
-        if obj.hasattr("__dlpack__")? {
+        if obj.hasattr(pyo3::intern!(obj.py(), "__dlpack__"))? {
             return from_dlpack_object(obj, name, access);
         }
         if access == Access::Write {
@@ -190,18 +191,21 @@ impl<'py> Operand<'py> {
         shape: &[usize],
     ) -> PyResult<Option<Operand<'py>>> {
         let py = value.py();
-        let number = value.is_instance_of::<PyBool>()
-            || value.is_instance_of::<PyInt>()
-            || value.is_instance_of::<PyFloat>()
-            || value.is_instance_of::<PyComplex>();
-        let np = numpy_module(py)?;
-        let numpy_scalar = value.is_instance(&np.getattr("generic")?)?
-            || value
-                .cast::<PyUntypedArray>()
-                .is_ok_and(|a| a.ndim() == 0 && !shape.is_empty());
-        if !(number || numpy_scalar) {
+        // Arrays first: the common case, and the cheapest to tell.
+        let scalar = match value.cast::<PyUntypedArray>() {
+            Ok(array) => array.ndim() == 0 && !shape.is_empty(),
+            Err(_) => {
+                value.is_instance_of::<PyBool>()
+                    || value.is_instance_of::<PyInt>()
+                    || value.is_instance_of::<PyFloat>()
+                    || value.is_instance_of::<PyComplex>()
+                    || value.is_instance(numpy_generic(py)?)?
+            }
+        };
+        if !scalar {
             return Ok(None);
         }
+        let np = numpy_module(py)?;
         let bytes: Box<[u8]> = if dtype == DType::BF16 {
             // Like PyTorch: the value rounds to f32, then to bfloat16.
             let f: f32 = np.call_method1("float32", (value,))?.extract::<f64>()? as f32;
@@ -241,12 +245,34 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".to_string(), |n| n.to_string())
 }
 
+/// The `numpy` module, imported once (a tiny call would otherwise spend a tenth of its
+/// time in the import machinery's lookups).
 pub(crate) fn numpy_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    py.import("numpy")
+    static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    NUMPY
+        .get_or_try_init(py, || Ok::<_, PyErr>(py.import("numpy")?.unbind()))
+        .map(|m| m.bind(py).clone())
 }
 
-/// The numpy dtype of `dtype` (bfloat16 is ml_dtypes' type).
-pub(crate) fn numpy_dtype(py: Python<'_>, dtype: DType) -> PyResult<Bound<'_, PyAny>> {
+/// `numpy.generic`, the base class of numpy's scalars.
+fn numpy_generic(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static GENERIC: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    GENERIC.import(py, "numpy", "generic")
+}
+
+/// The numpy dtype of `dtype` (bfloat16 is ml_dtypes' type), made once per dtype.
+pub(crate) fn numpy_dtype(py: Python<'_>, dtype: DType) -> PyResult<Bound<'_, PyArrayDescr>> {
+    static DESCRS: [PyOnceLock<Py<PyArrayDescr>>; DType::ALL.len()] =
+        [const { PyOnceLock::new() }; DType::ALL.len()];
+    DESCRS[dtype as usize]
+        .get_or_try_init(py, || {
+            let descr = make_numpy_dtype(py, dtype)?.cast_into::<PyArrayDescr>()?;
+            Ok::<_, PyErr>(descr.unbind())
+        })
+        .map(|d| d.bind(py).clone())
+}
+
+fn make_numpy_dtype(py: Python<'_>, dtype: DType) -> PyResult<Bound<'_, PyAny>> {
     let name = match dtype {
         DType::BF16 => {
             let ml_dtypes = py.import("ml_dtypes").map_err(|_| {

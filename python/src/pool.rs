@@ -13,9 +13,28 @@ fn current() -> Option<Arc<ThreadPool>> {
     POOL.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
+/// Calls whose passes cover fewer elements than this run on the calling thread with the
+/// GIL held. Handing a call to the pool's thread and back costs a wake-up each way (a tiny
+/// call took about 15 us that way against 2 to 4 us inline, `python -m scatterjit.bench
+/// --tiny`), more than the work of a few thousand elements; and the library splits no pass
+/// this small (its smallest split pass is twice its parallel grain, 65,536 elements by
+/// default), so the pool would run it on one thread anyway.
+const INLINE_BELOW: usize = 4096;
+
+/// The elements a call's passes cover, for [`compute`]: the result's (or, in place, none)
+/// plus the indices'.
+pub(crate) fn work(out: Option<&[usize]>, indices: &[usize]) -> usize {
+    let numel = |shape: &[usize]| shape.iter().fold(1usize, |n, &d| n.saturating_mul(d));
+    out.map_or(0, numel).saturating_add(numel(indices))
+}
+
 /// Runs `f` without the GIL, on the pool set by `set_num_threads`, so that other Python
-/// threads run meanwhile.
-pub(crate) fn compute<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+/// threads run meanwhile; a call of less than [`INLINE_BELOW`] elements of `work` runs
+/// right here instead.
+pub(crate) fn compute<T: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> T + Send) -> T {
+    if work < INLINE_BELOW {
+        return f();
+    }
     let pool = current();
     py.detach(move || match pool {
         Some(pool) => pool.install(f),

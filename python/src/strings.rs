@@ -51,7 +51,8 @@ pub(crate) fn run<'py>(
     let data = tensor(data, "data")?;
     let indices = tensor(indices, "indices")?;
     let updates = updates.map(|u| tensor(u, "updates")).transpose()?;
-    let result = compute(py, || {
+    let work = crate::pool::work(Some(data.shape()), indices.shape());
+    let result = compute(py, work, || {
         scatterjit::run(&op, &data, &indices, updates.as_ref())
     })
     .py_err()?;

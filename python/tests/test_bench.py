@@ -11,6 +11,14 @@ def test_bench_runs_and_prints_a_row(capsys):
     assert "| gather_cols_f32 |" in out and "✗" not in out
 
 
+def test_tiny_mode_times_the_two_tiny_calls(capsys):
+    assert bench.main(["--tiny", "--rounds", "1", "--threads", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "(ns)" in out and "✗" not in out
+    for w in bench.TINY:
+        assert f"| {w.name} |" in out
+
+
 def test_inputs_follow_the_index_patterns():
     by_name = {w.name: w for w in bench.WORKLOADS}
     data, indices, updates = bench.inputs(by_name["scatter_none_shuffle_f32"], div=8)

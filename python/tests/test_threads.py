@@ -45,6 +45,31 @@ def test_results_are_bit_identical_at_every_pool_size():
     assert scatterjit.get_num_threads() >= 1
 
 
+@pytest.mark.usefixtures("restore_threads")
+@pytest.mark.parametrize("rows", [1, 63, 64, 65, 200])
+def test_calls_on_either_side_of_the_inline_bound_agree_with_numpy(rows):
+    """Calls of under 4096 elements of work run on the calling thread, larger ones on the
+    pool: both sides of the bound (64 rows of 64 is 4096 output elements) at every pool
+    size, through the free functions, a kernel and in place."""
+    rng = np.random.default_rng(rows)
+    table = rng.standard_normal((300, 64)).astype(np.float32)
+    rows_index = rng.integers(-300, 300, rows)
+    index = np.repeat(rows_index.reshape(-1, 1), 64, axis=1)
+    updates = rng.standard_normal((rows, 64)).astype(np.float32)
+    expected_add = table.copy()
+    np.add.at(expected_add, (rows_index % 300,), updates)
+    kernel = scatterjit.kernel("gather.f32.i64.r2.q1.a0")
+    for n in (1, 2, 3):
+        scatterjit.set_num_threads(n)
+        same(scatterjit.gather(table, rows_index), np.take(table, rows_index, axis=0))
+        same(kernel.run(table, rows_index), np.take(table, rows_index, axis=0))
+        out = np.empty((rows, 64), np.float32)
+        same(scatterjit.gather_elements(table, index, out=out), np.take_along_axis(table, index % 300, 0))
+        same(scatterjit.scatter_elements(table, index, updates, reduction="add"), expected_add)
+        inplace = table.copy()
+        same(scatterjit.scatter_(inplace, 0, index, updates, reduce="sum"), expected_add)
+
+
 def test_python_threads_run_calls_concurrently():
     data, index, updates = big_problem()
     expected = scatterjit.scatter_elements(data, index, updates, reduction="add")

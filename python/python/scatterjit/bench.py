@@ -11,7 +11,9 @@ calls of the two taken in turns, and prints the medians and their ratio. Two mod
   ``scatter_reduce_``, and ``out=`` for the gathers). The in-place scatters run again and
   again on one buffer, which changes its values but not the work.
 
-Every workload's result is compared between the two before it is timed.
+Every workload's result is compared between the two before it is timed. ``--tiny`` runs
+two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add of
+[4, 16] into [16, 16]), where the time is the per-call overhead, in ns per call.
 """
 
 import argparse
@@ -57,6 +59,13 @@ WORKLOADS = [
     Workload("scatter_add_gnn_expanded_f32",  "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "add",  "uniform_rows", True),
     Workload("scatter_max_gnn_expanded_f32",  "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "max",  "uniform_rows", True),
     Workload("scatter_mean_gnn_expanded_f32", "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "mean", "uniform_rows", True),
+]
+
+# Tiny calls, where the per-call overhead is the time (``--tiny``): the same two cases as
+# the library's per-call overhead example.
+TINY = [
+    Workload("gather_rows_tiny_f32",          "gather",           "float32", "int64", (1000, 64),   (8,),          0, "none", "uniform"),
+    Workload("scatter_add_tiny_f32",          "scatter_elements", "float32", "int64", (16, 16),     (4, 16),       0, "add",  "uniform"),
 ]
 # fmt: on
 
@@ -167,9 +176,10 @@ def ms(x):
     return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
 
 
-def interleaved_medians(fns, rounds, warmup=2):
-    """The median milliseconds of each call, timed in turns (one call of each per round)
-    so that the machine's load falls on all of them alike."""
+def interleaved_medians(fns, rounds, warmup=2, batch=1):
+    """The median milliseconds per call of each function, timed in turns (``batch`` calls
+    of each per round, so that the timer's own cost vanishes for tiny calls) so that the
+    machine's load falls on all of them alike."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -177,8 +187,9 @@ def interleaved_medians(fns, rounds, warmup=2):
     for _ in range(rounds):
         for name, fn in fns.items():
             start = time.perf_counter()
-            fn()
-            samples[name].append((time.perf_counter() - start) * 1e3)
+            for _ in range(batch):
+                fn()
+            samples[name].append((time.perf_counter() - start) * 1e3 / batch)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
@@ -189,8 +200,16 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both systems")
     parser.add_argument("--rounds", type=int, default=None, help="timed calls per system and mode")
     parser.add_argument("--no-torch", action="store_true", help="time scatterjit alone")
+    parser.add_argument(
+        "--tiny", action="store_true", help="the per-call overhead: two tiny cases, ns per call"
+    )
     args = parser.parse_args(argv)
     div, rounds = (8, args.rounds or 5) if args.quick else (1, args.rounds or 9)
+    # Tiny calls: 21 rounds of 2,000 calls each; times in ns instead of ms.
+    batch, scale, unit = (2000, 1e6, "ns") if args.tiny else (1, 1, "ms")
+    if args.tiny:
+        rounds = args.rounds or 21
+    suite = TINY if args.tiny else WORKLOADS
 
     torch = None
     if not args.no_torch:
@@ -201,17 +220,18 @@ def main(argv=None):
     scatterjit.set_num_threads(args.threads)
     if torch is not None:
         torch.set_num_threads(args.threads)
-    names = {w.name for w in WORKLOADS}
+    names = {w.name for w in suite}
     unknown = set(args.only) - names
     if unknown:
         parser.error(f"unknown workload(s) {sorted(unknown)}; known: {sorted(names)}")
-    chosen = [w for w in WORKLOADS if not args.only or w.name in args.only]
+    chosen = [w for w in suite if not args.only or w.name in args.only]
 
     versions = f"scatterjit {scatterjit.__version__}, numpy {np.__version__}"
     if torch is not None:
         versions += f", torch {torch.__version__}"
     load = ", load average {:.1f}".format(os.getloadavg()[0]) if hasattr(os, "getloadavg") else ""
-    print(f"# {versions}; {args.threads} threads{load}; median of {rounds} calls (ms), interleaved, after 2 warm-up calls", flush=True)
+    per = f"{batch} calls, per call" if batch > 1 else "calls"
+    print(f"# {versions}; {args.threads} threads{load}; median of {rounds} rounds of {per} ({unit}), interleaved, after 2 warm-up calls", flush=True)
     header = "| workload | MB | scatterjit new | torch new | torch/scatterjit | scatterjit into | torch into | torch/scatterjit |"
     if torch is None:
         header = "| workload | MB | scatterjit new | scatterjit into |"
@@ -227,15 +247,17 @@ def main(argv=None):
         if torch is not None and not agree(ours_new, systems["torch"][0]()):
             mark, failed = " ✗ results differ", True
         times = interleaved_medians(
-            {(name, mode): pair[mode] for mode in (0, 1) for name, pair in systems.items()}, rounds
+            {(name, mode): pair[mode] for mode in (0, 1) for name, pair in systems.items()},
+            rounds,
+            batch=batch,
         )
-        cells = [w.name + mark, f"{mb:.0f}"]
+        cells = [w.name + mark, f"{mb:.3g}"]
         for mode in (0, 1):
             ours = times["scatterjit", mode]
-            cells.append(ms(ours))
+            cells.append(ms(ours * scale))
             if torch is not None:
                 theirs = times["torch", mode]
-                cells += [ms(theirs), f"{theirs / ours:.2f}"]
+                cells += [ms(theirs * scale), f"{theirs / ours:.2f}"]
         print("| " + " | ".join(cells) + " |", flush=True)
     if torch is not None:
         print("\ntorch/scatterjit > 1: scatterjit is faster. new: a fresh output per call; into: in place or out=.")
