@@ -170,15 +170,15 @@ fn run_op<'py>(
         .validate(data.raw.meta(), indices.raw.meta(), updates.map(Raw::meta))
         .py_err()?;
     let kernel = cached(&validated.key)?;
-    let out_shape = &validated.out_shape;
+    let (data, indices) = (&data.raw, &indices.raw);
     run(
         py,
         &kernel,
-        &data.raw,
-        &indices.raw,
+        data,
+        indices,
         updates,
         out,
-        out_shape,
+        &validated.out_shape,
     )
 }
 

@@ -245,8 +245,8 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".to_string(), |n| n.to_string())
 }
 
-/// The `numpy` module, imported once (a tiny call would otherwise spend a tenth of its
-/// time in the import machinery's lookups).
+/// The `numpy` module, imported once (the import machinery's dictionary lookups showed in
+/// profiles of tiny calls).
 pub(crate) fn numpy_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
     NUMPY

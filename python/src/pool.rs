@@ -14,11 +14,11 @@ fn current() -> Option<Arc<ThreadPool>> {
 }
 
 /// Calls whose passes cover fewer elements than this run on the calling thread with the
-/// GIL held. Handing a call to the pool's thread and back costs a wake-up each way (a tiny
-/// call took about 15 us that way against 2 to 4 us inline, `python -m scatterjit.bench
-/// --tiny`), more than the work of a few thousand elements; and the library splits no pass
-/// this small (its smallest split pass is twice its parallel grain, 65,536 elements by
-/// default), so the pool would run it on one thread anyway.
+/// GIL held. Handing a call to the pool's thread and back costs a wake-up each way (tiny
+/// calls took 15 to 40 us that way against 1.1 to 1.7 us inline, `python -m
+/// scatterjit.bench --tiny`), more than the work of a few thousand elements; and the
+/// library splits no pass this small (it splits from twice its parallel grain), so the
+/// pool would run it on one thread anyway.
 const INLINE_BELOW: usize = 4096;
 
 /// The elements a call's passes cover, for [`compute`]: the result's (or, in place, none)
