@@ -7,6 +7,7 @@ use scatterjit::Kernel;
 
 use crate::errors::IntoPy;
 use crate::operand::{Access, Operand, Raw};
+use crate::Target;
 
 /// A compiled kernel of one key (op, dtype, index dtype, ranks, axis, reduction,
 /// use_init_val), from ``scatterjit.kernel(key)``. Shapes and strides arrive with each
@@ -117,22 +118,16 @@ impl PyKernel {
             .map(|u| Operand::new(u, "updates", Access::Read))
             .transpose()?;
         let updates = updates.as_ref().map(|u| &u.raw);
-        // The result's shape (the kernel validates the call again as it runs).
-        let validated = self
-            .inner
-            .key()
-            .op()
-            .validate(data.raw.meta(), indices.raw.meta(), updates.map(Raw::meta))
-            .py_err()?;
         let (data, indices) = (&data.raw, &indices.raw);
-        crate::run(
-            py,
-            &self.inner,
-            data,
-            indices,
-            updates,
-            out,
-            &validated.out_shape,
-        )
+        let Some(out) = out else {
+            // A new result's shape (the kernel validates the call again as it runs).
+            let op = self.inner.key().op();
+            let validated = op
+                .validate(data.meta(), indices.meta(), updates.map(Raw::meta))
+                .py_err()?;
+            let target = Target::New(&validated.out_shape);
+            return crate::run(py, &self.inner, data, indices, updates, target);
+        };
+        crate::run(py, &self.inner, data, indices, updates, Target::Into(out))
     }
 }

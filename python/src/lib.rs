@@ -80,32 +80,41 @@ fn to_numpy<'py>(
     }
 }
 
-/// Runs `kernel` out of place: a new numpy array of shape `out_shape`, or into `out`
-/// (returned).
+/// Where an out-of-place call's result goes.
+enum Target<'a, 'py> {
+    /// A new numpy array of this shape.
+    New(&'a [usize]),
+    /// The caller's writable array or tensor, returned.
+    Into(&'a Bound<'py, PyAny>),
+}
+
+/// Runs `kernel` out of place into `target`.
 fn run<'py>(
     py: Python<'py>,
     kernel: &Kernel,
     data: &Raw,
     indices: &Raw,
     updates: Option<&Raw>,
-    out: Option<&Bound<'py, PyAny>>,
-    out_shape: &[usize],
+    target: Target<'_, 'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let work = pool::work(Some(out_shape), &indices.shape);
-    let Some(out_obj) = out else {
-        // The dtype first: a missing ml_dtypes must fail before the kernel runs.
-        let dtype = operand::numpy_dtype(py, kernel.key().dtype())?;
-        let tensor = compute(py, work, || {
-            let updates = updates.map(Raw::view).transpose()?;
-            kernel.run(&data.view()?, &indices.view()?, updates.as_ref())
-        })
-        .py_err()?;
-        return to_numpy(py, tensor, dtype);
+    let out_obj = match target {
+        Target::Into(out) => out,
+        Target::New(shape) => {
+            // The dtype first: a missing ml_dtypes must fail before the kernel runs.
+            let dtype = operand::numpy_dtype(py, kernel.key().dtype())?;
+            let tensor = compute(py, pool::work(Some(shape), &indices.shape), || {
+                let updates = updates.map(Raw::view).transpose()?;
+                kernel.run(&data.view()?, &indices.view()?, updates.as_ref())
+            })
+            .py_err()?;
+            return to_numpy(py, tensor, dtype);
+        }
     };
     let mut out = Operand::new(out_obj, "out", Access::Write)?;
     let mut inputs = vec![(ir::Operand::Data, data), (ir::Operand::Indices, indices)];
     inputs.extend(updates.map(|u| (ir::Operand::Updates, u)));
     operand::disjoint(kernel.key().kind(), &out.raw, &inputs).py_err()?;
+    let work = pool::work(Some(&out.raw.shape), &indices.shape);
     let raw = &mut out.raw;
     compute(py, work, || {
         let updates = updates.map(Raw::view).transpose()?;
@@ -170,16 +179,8 @@ fn run_op<'py>(
         .validate(data.raw.meta(), indices.raw.meta(), updates.map(Raw::meta))
         .py_err()?;
     let kernel = cached(&validated.key)?;
-    let (data, indices) = (&data.raw, &indices.raw);
-    run(
-        py,
-        &kernel,
-        data,
-        indices,
-        updates,
-        out,
-        &validated.out_shape,
-    )
+    let target = out.map_or(Target::New(&validated.out_shape), Target::Into);
+    run(py, &kernel, &data.raw, &indices.raw, updates, target)
 }
 
 /// ONNX ScatterElements (and OpenVINO ScatterElementsUpdate-12): a copy of ``data`` with

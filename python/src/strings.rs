@@ -51,7 +51,11 @@ pub(crate) fn run<'py>(
     let data = tensor(data, "data")?;
     let indices = tensor(indices, "indices")?;
     let updates = updates.map(|u| tensor(u, "updates")).transpose()?;
-    let work = crate::pool::work(Some(data.shape()), indices.shape());
+    // The result's shape, for the call's work (`scatterjit::run` validates it again).
+    let updates_meta = updates.as_ref().map(Tensor::meta);
+    let validated = op.validate(data.meta(), indices.meta(), updates_meta);
+    let out_shape = validated.py_err()?.out_shape;
+    let work = crate::pool::work(Some(&out_shape), indices.shape());
     let result = compute(py, work, || {
         scatterjit::run(&op, &data, &indices, updates.as_ref())
     })
