@@ -2,7 +2,9 @@
 //! differential suite's random problems (shapes, zero and negative strides, duplicates,
 //! out-of-range indices), each prepared once and run on two sets of buffers, on 1 and 3
 //! threads, bit-identical to `run_into` on views of the same buffers (gaps included), with
-//! the same errors and nothing written on error; and buffers of the wrong size.
+//! the same errors and nothing written on error; and buffers of the wrong size. And the
+//! bindings a kernel keeps for geometries its ordinary calls repeat: four calls of one
+//! geometry in a row in each form, against the interpreter.
 
 use std::sync::Arc;
 
@@ -276,6 +278,135 @@ fn check_in_place(
     Ok(())
 }
 
+/// Four calls of one geometry in a row, on a fresh kernel, in each form (`run_into`,
+/// `run`, and in place for scatters): the first takes the ordinary path, the second binds
+/// the geometry when the call is small, the third (with the case's bad index, if any) and
+/// fourth run on the binding. Every result is the interpreter's, bit for bit, every error
+/// its error, and a failed call writes nothing; on 1 and 3 threads.
+fn check_repeated(case: &Case) -> Result<(), String> {
+    if case.dtype == DType::String {
+        return Ok(());
+    }
+    let op = case_op(case);
+    let (data_t, indices_t, updates_t) = case.tensors();
+    let Ok(validated) = op.validate(
+        data_t.meta(),
+        indices_t.meta(),
+        updates_t.as_ref().map(|u| u.meta()),
+    ) else {
+        return Ok(());
+    };
+    let (key, out_shape) = (validated.key, validated.out_shape);
+    let (dtype, index_dtype) = (key.dtype(), key.index_dtype());
+    for (threads, pool) in [1, 3].iter().zip(pools()) {
+        let kernel = Kernel::compile(key).map_err(|e| e.to_string())?;
+        let mut first_two_ok = true;
+        for call in 0..4u64 {
+            let mut values = case.clone();
+            values.seed = case.seed.wrapping_add(call.wrapping_mul(0x9E37_79B9));
+            if call != 2 {
+                values.bad = None;
+            }
+            // One geometry for all four calls: it depends on the layout seed only.
+            let (b, t) = buffers(&values, case.seed, &out_shape, dtype);
+            let u = values.tensors().2;
+            let at = |form: &str| format!("{key}, call {call} ({form}) on {threads} threads");
+            let dv = strided_view(dtype, t[0].shape(), &b.data);
+            let iv = strided_view(index_dtype, t[1].shape(), &b.indices);
+            let uv = (b.updates.as_ref().zip(u.as_ref()))
+                .map(|(s, u)| strided_view(dtype, u.shape(), s));
+            let expected = interp::run(
+                &op,
+                &dv.to_tensor().unwrap(),
+                &iv.to_tensor().unwrap(),
+                uv.as_ref().map(|u| u.to_tensor().unwrap()).as_ref(),
+            );
+            first_two_ok &= call >= 2 || expected.is_ok();
+
+            let mut bytes = b.out.bytes.clone();
+            let got = pool.install(|| {
+                let mut ov =
+                    TensorViewMut::new(dtype, &out_shape, &b.out.strides, b.out.offset, &mut bytes)
+                        .unwrap();
+                kernel.run_into(&mut ov, &dv, &iv, uv.as_ref())
+            });
+            if got.is_err() && bytes != b.out.bytes {
+                return Err(format!(
+                    "{}: a failed call wrote its output",
+                    at("run_into")
+                ));
+            }
+            let written = TensorView::new(dtype, &out_shape, &b.out.strides, b.out.offset, &bytes)
+                .and_then(|v| v.to_tensor())
+                .unwrap();
+            agree(&expected, got.map(|()| written), &at("run_into"))?;
+
+            let got = pool.install(|| kernel.run(&dv, &iv, uv.as_ref()));
+            agree(&expected, got, &at("run"))?;
+
+            if let Some(uv) = &uv {
+                let mut bytes = b.data.bytes.clone();
+                let got = pool.install(|| {
+                    let mut data = TensorViewMut::new(
+                        dtype,
+                        t[0].shape(),
+                        &b.data.strides,
+                        b.data.offset,
+                        &mut bytes,
+                    )
+                    .unwrap();
+                    kernel.scatter_in_place(&mut data, &iv, uv)
+                });
+                if got.is_err() && bytes != b.data.bytes {
+                    return Err(format!("{}: a failed call wrote data", at("in place")));
+                }
+                let (strides, offset) = (&b.data.strides, b.data.offset);
+                let written = TensorView::new(dtype, t[0].shape(), strides, offset, &bytes)
+                    .and_then(|v| v.to_tensor())
+                    .unwrap();
+                agree(&expected, got.map(|()| written), &at("in place"))?;
+            }
+        }
+        // Small calls that succeed are bound by their second call and run on the binding
+        // from the third (on one thread; `mean` runs on views).
+        let small = [
+            &data_t,
+            &indices_t,
+            &Tensor::zeros(dtype, out_shape.clone()).unwrap(),
+        ]
+        .iter()
+        .all(|t| t.numel() < 4096);
+        let mean = case.reduction == scatterjit::Reduction::Mean && updates_t.is_some();
+        if *threads == 1 && small && !mean && first_two_ok && kernel.kept_bindings() == 0 {
+            return Err(format!("{key}: no call was bound"));
+        }
+    }
+    Ok(())
+}
+
+/// The view of `s` with `shape`.
+fn strided_view<'a>(dtype: DType, shape: &[usize], s: &'a Strided) -> TensorView<'a> {
+    TensorView::new(dtype, shape, &s.strides, s.offset, &s.bytes).unwrap()
+}
+
+/// An error unless the kernel's result (`got`) is the interpreter's (`expected`): the same
+/// values bit for bit, or the same error.
+fn agree(
+    expected: &Result<Tensor, scatterjit::ir::Error>,
+    got: Result<Tensor, Error>,
+    at: &str,
+) -> Result<(), String> {
+    match (expected, &got) {
+        (Ok(e), Ok(g))
+            if e.shape() == g.shape() && same_values(e.dtype(), e.bytes(), g.bytes()) =>
+        {
+            Ok(())
+        }
+        (Err(e), Err(g)) if g.as_invalid() == Some(e) => Ok(()),
+        _ => Err(format!("{at}: interpreter {expected:?}, kernel {got:?}")),
+    }
+}
+
 /// The contiguous tensor of what `s` holds.
 fn view(dtype: DType, t: &Tensor, s: &Strided) -> Tensor {
     TensorView::new(dtype, t.shape(), &s.strides, s.offset, &s.bytes)
@@ -303,6 +434,13 @@ proptest! {
     #[test]
     fn prepared_calls_agree_with_run_into(case in case()) {
         if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
+    #[test]
+    fn repeated_calls_agree_with_the_interpreter(case in case()) {
+        if let Err(message) = check_repeated(&case) {
             prop_assert!(false, "{}", message);
         }
     }

@@ -29,4 +29,4 @@ pub use loopnest::{Access, Combine, Coord, LoopNest, PassKind, Plan, Source};
 pub use op::{checked_nbytes, checked_numel, Meta, Op, Validated};
 pub use reduction::{MeanAccumulator, Reduction};
 pub use shape::{DimRule, Relation};
-pub use tensor::{row_major_strides, unravel, Tensor};
+pub use tensor::{fill_row_major_strides, row_major_strides, unravel, Tensor};

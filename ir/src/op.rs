@@ -197,31 +197,37 @@ impl Op {
 /// Number of elements of `shape`, or an error if it overflows (a shape with a zero dim
 /// has no elements, however large the others).
 pub fn checked_numel(shape: &[usize]) -> Result<usize> {
-    if shape.contains(&0) {
-        return Ok(0);
-    }
-    shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(d))
-        .ok_or_else(|| Error::ShapeOverflow {
-            shape: shape.to_vec(),
-        })
+    numel(shape).ok_or_else(|| Error::ShapeOverflow {
+        shape: shape.to_vec(),
+    })
 }
 
 /// Bytes of a contiguous tensor, or an error if they exceed `isize::MAX` (Rust's allocation limit).
 pub fn checked_nbytes(dtype: DType, shape: &[usize]) -> Result<usize> {
-    checked_numel(shape)?
+    nbytes(dtype, shape).ok_or_else(|| Error::ShapeOverflow {
+        shape: shape.to_vec(),
+    })
+}
+
+/// [`checked_numel`] without the error, which validation only builds on failure.
+fn numel(shape: &[usize]) -> Option<usize> {
+    if shape.contains(&0) {
+        return Some(0);
+    }
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+/// [`checked_nbytes`] without the error.
+fn nbytes(dtype: DType, shape: &[usize]) -> Option<usize> {
+    numel(shape)?
         .checked_mul(dtype.size().max(1))
         .filter(|&n| n <= isize::MAX as usize)
-        .ok_or_else(|| Error::ShapeOverflow {
-            shape: shape.to_vec(),
-        })
 }
 
 fn check_size(op: OpKind, tensor: Operand, t: Meta<'_>) -> Result<()> {
-    match checked_nbytes(t.dtype, t.shape) {
-        Ok(_) => Ok(()),
-        Err(_) => Err(Error::SizeOverflow {
+    match nbytes(t.dtype, t.shape) {
+        Some(_) => Ok(()),
+        None => Err(Error::SizeOverflow {
             op,
             tensor,
             shape: t.shape.to_vec(),

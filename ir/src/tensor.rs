@@ -245,11 +245,19 @@ fn zero_bytes(n: usize) -> Result<Vec<u8>> {
 
 /// Row-major (C order) element strides of `shape`.
 pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1usize; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1].saturating_mul(shape[d + 1]);
-    }
+    let mut strides = vec![0; shape.len()];
+    fill_row_major_strides(shape, &mut strides);
     strides
+}
+
+/// Writes the row-major element strides of `shape` into `strides` (of the same length),
+/// for callers that keep them inline.
+pub fn fill_row_major_strides(shape: &[usize], strides: &mut [usize]) {
+    let mut step = 1usize;
+    for (stride, &d) in strides.iter_mut().zip(shape).rev() {
+        *stride = step;
+        step = step.saturating_mul(d);
+    }
 }
 
 /// The multi-index of row-major offset `flat` in `shape` (dims of size 0 contribute 0).

@@ -5,12 +5,14 @@
 //! the one entry into machine code; [`report`] turns a bad-index exit into the error.
 //! [`mean`] allocates the sums and counts that `mean`'s passes walk; [`compact`] checks
 //! GatherElements' wide indices into a narrow copy its apply reads; [`prepared`] binds a
-//! call once and runs it on new buffers.
+//! call once and runs it on new buffers; [`memo`] keeps such bindings for the small
+//! geometries a kernel's ordinary calls repeat.
 
 mod bind;
 mod call;
 mod compact;
 mod mean;
+mod memo;
 mod passes;
 mod prepared;
 mod report;
@@ -55,6 +57,8 @@ pub struct Kernel {
     /// `compact::NARROW`, at its position there, compiled on first use. Which one a call
     /// takes depends on its axis size, so one kernel may need both.
     compact: [OnceOk<Box<Kernel>>; compact::NARROW.len()],
+    /// The bindings of the small geometries its calls repeat.
+    memo: memo::Memo,
     compile_time: Duration,
 }
 
@@ -85,6 +89,7 @@ impl Kernel {
             code,
             layouts,
             compact: Default::default(),
+            memo: Default::default(),
             plan,
             compile_time: Duration::ZERO,
         };
@@ -143,6 +148,13 @@ impl Kernel {
     /// Its loop-nest plan.
     pub fn plan(&self) -> &Plan {
         &self.plan
+    }
+
+    /// How many geometries of its calls it keeps bound (see [`Kernel::run_into`]); for
+    /// tests.
+    #[doc(hidden)]
+    pub fn kept_bindings(&self) -> usize {
+        self.memo.kept()
     }
 
     /// Wall time spent compiling it.
@@ -217,15 +229,56 @@ impl Kernel {
         let bytes = alloc::zeroed(op, Buffer::Output, len)?;
         let mut out = Tensor::from_bytes(dtype, out_shape, bytes)?;
         let mut view = TensorViewMut::from(&mut out);
+        let mut ops = memo::Operands {
+            in_place: false,
+            out: &mut view,
+            data: Some(data),
+            indices,
+            updates,
+        };
+        if let Some(done) = self.memo.run(self, &mut ops) {
+            done?;
+            return Ok(out);
+        }
         // The output is ours: a bad index may stop a pass midway, and the tensor is dropped.
-        self.execute(&mut view, Some(data), indices, updates, false)?;
+        self.execute(ops.out, Some(data), indices, updates, false)?;
+        self.memo.missed(self, &ops);
         Ok(out)
     }
 
     /// Runs the op into a caller's output view (the ONNX Runtime / OpenVINO style of
     /// reusing buffers). All indices are checked before the first write, so on error `out`
     /// is unchanged.
+    ///
+    /// A small call whose geometry (dtype, shape, strides and offset of every view) repeats
+    /// one of the kernel's recent calls runs on a binding kept from then, as a
+    /// [`Prepared`] call does: no validation, loop order or parameter block is worked out
+    /// again. Results and errors are the same either way; this holds for [`Kernel::run`],
+    /// [`Kernel::scatter_in_place`] and the free functions too.
     pub fn run_into(
+        &self,
+        out: &mut TensorViewMut<'_>,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Result<()> {
+        let mut ops = memo::Operands {
+            in_place: false,
+            out,
+            data: Some(data),
+            indices,
+            updates,
+        };
+        if let Some(done) = self.memo.run(self, &mut ops) {
+            return done;
+        }
+        self.run_into_unbound(ops.out, data, indices, updates)?;
+        self.memo.missed(self, &ops);
+        Ok(())
+    }
+
+    /// [`Self::run_into`] without the memo's bindings: every check and decision made now.
+    pub(crate) fn run_into_unbound(
         &self,
         out: &mut TensorViewMut<'_>,
         data: &TensorView<'_>,
@@ -273,13 +326,63 @@ impl Kernel {
                 op: self.plan.key.kind(),
             }));
         }
+        let mut ops = memo::Operands {
+            in_place: true,
+            out: data,
+            data: None,
+            indices,
+            updates: Some(updates),
+        };
+        if let Some(done) = self.memo.run(self, &mut ops) {
+            return done;
+        }
+        self.scatter_in_place_unbound(ops.out, indices, updates)?;
+        self.memo.missed(self, &ops);
+        Ok(())
+    }
+
+    /// [`Self::scatter_in_place`] without the memo's bindings: every check and decision
+    /// made now.
+    pub(crate) fn scatter_in_place_unbound(
+        &self,
+        data: &mut TensorViewMut<'_>,
+        indices: &TensorView<'_>,
+        updates: &TensorView<'_>,
+    ) -> Result<()> {
+        if self.plan.key.kind() != OpKind::ScatterElements {
+            return Err(Error::Invalid(IrError::InPlaceUnsupported {
+                op: self.plan.key.kind(),
+            }));
+        }
         self.validate(&data.as_view(), indices, Some(updates))?;
-        self.scatter_in_place_validated(data, indices, updates)
+        self.scatter_in_place_checked(data, indices, updates)
     }
 
     /// [`Self::scatter_in_place`] on operands that `Op::validate` accepted with this
     /// kernel's key (a scatter's).
     pub(crate) fn scatter_in_place_validated(
+        &self,
+        data: &mut TensorViewMut<'_>,
+        indices: &TensorView<'_>,
+        updates: &TensorView<'_>,
+    ) -> Result<()> {
+        let mut ops = memo::Operands {
+            in_place: true,
+            out: data,
+            data: None,
+            indices,
+            updates: Some(updates),
+        };
+        if let Some(done) = self.memo.run(self, &mut ops) {
+            return done;
+        }
+        self.scatter_in_place_checked(ops.out, indices, updates)?;
+        self.memo.missed(self, &ops);
+        Ok(())
+    }
+
+    /// The in-place scatter on validated operands, without the memo.
+    fn scatter_in_place_checked(
         &self,
         data: &mut TensorViewMut<'_>,
         indices: &TensorView<'_>,

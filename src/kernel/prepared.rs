@@ -17,7 +17,7 @@ use crate::abi::{self, ParamLayout, STATUS_OK};
 use crate::check;
 use crate::error::{Error, Result};
 use crate::jit::PassFn;
-use crate::tensor::{self, Address, RawOperand, Unbuffered};
+use crate::tensor::{self, Address, RawOperand, TensorView, TensorViewMut, Unbuffered};
 
 /// The geometry of one operand of a prepared call: its shape, element strides (zero and
 /// negative allowed) and the element offset of position 0 in its buffer, as
@@ -88,7 +88,13 @@ impl Geometry {
 /// ```
 pub struct Prepared {
     kernel: Arc<Kernel>,
-    /// Prepared by [`Kernel::prepare_in_place`]: `out` is data, and there is no copy.
+    binding: Binding,
+}
+
+/// What a call decides once for the geometry of its operands: a prepared call's, and
+/// those a kernel keeps for the geometries its ordinary calls repeat (`super::memo`).
+pub(super) struct Binding {
+    /// Bound for an in-place scatter: `out` is data, and there is no copy.
     in_place: bool,
     out: Unbuffered,
     data: Unbuffered,
@@ -100,16 +106,13 @@ pub struct Prepared {
     /// Whether the steps are the whole call whatever the rayon pool: no pass or copy large
     /// enough to split, at a grain of `grain` (tests change it); never for `mean`.
     small: Option<i64>,
-    /// The most elements of any pass's domain, and the bytes a `memcpy` copy moves.
-    largest_domain: i64,
-    copy_bytes: usize,
 }
 
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Prepared")
             .field("key", &self.kernel.key().to_string())
-            .field("out", &self.out.shape())
+            .field("out", &self.binding.out.shape())
             .finish()
     }
 }
@@ -164,7 +167,11 @@ impl Kernel {
             updates.as_ref().map(|u| Meta::new(dtype, u.shape())),
         )?;
         self.check_out(Meta::new(dtype, out.shape()), &out_shape)?;
-        self.bind_steps(false, out, data, indices, updates)
+        let binding = self.bind(false, out, data, indices, updates)?;
+        Ok(Prepared {
+            kernel: Arc::clone(self),
+            binding,
+        })
     }
 
     /// Binds an in-place scatter (PyTorch `scatter_`) to the geometry of its operands, for
@@ -192,18 +199,23 @@ impl Kernel {
             Meta::new(index_dtype, indices.shape()),
             Some(Meta::new(dtype, updates.shape())),
         )?;
-        self.bind_steps(true, out.clone(), out, indices, Some(updates))
+        let binding = self.bind(true, out.clone(), out, indices, Some(updates))?;
+        Ok(Prepared {
+            kernel: Arc::clone(self),
+            binding,
+        })
     }
 
-    /// The steps of a prepared call on validated geometry (`data` is `out` in place).
-    fn bind_steps(
-        self: &Arc<Self>,
+    /// The binding of a call on validated geometry (`data` is `out` in place); every pass
+    /// it needs is compiled now.
+    pub(super) fn bind(
+        &self,
         in_place: bool,
         out: Unbuffered,
         data: Unbuffered,
         indices: Unbuffered,
         updates: Option<Unbuffered>,
-    ) -> Result<Prepared> {
+    ) -> Result<Binding> {
         let key = self.plan.key;
 
         // The check's `Data` only bounds the index.
@@ -274,19 +286,18 @@ impl Kernel {
                 order,
             })));
         }
-        Ok(Prepared {
-            kernel: Arc::clone(self),
+        // Whether the steps are the whole call at any thread count, at today's grain.
+        let grain = parallel_grain();
+        let is_small = !needs_scratch && largest_domain < 2 * grain && copy_bytes < 2 * COPY_CHUNK;
+        Ok(Binding {
             in_place,
-            small: None,
+            small: is_small.then_some(grain),
             out,
             data,
             indices,
             updates,
             steps,
-            largest_domain,
-            copy_bytes,
-        }
-        .sized())
+        })
     }
 }
 
@@ -306,17 +317,7 @@ impl Prepared {
     /// Whether this call was prepared in place ([`Kernel::prepare_in_place`]): it runs
     /// with [`Prepared::scatter_in_place`], not [`Prepared::run_into`].
     pub fn is_in_place(&self) -> bool {
-        self.in_place
-    }
-
-    /// Records whether the steps are the whole call at any thread count, at today's grain.
-    fn sized(mut self) -> Prepared {
-        let grain = parallel_grain();
-        let is_small = abi::scratch_per_element(&self.kernel.plan) == 0
-            && self.largest_domain < 2 * grain
-            && self.copy_bytes < 2 * COPY_CHUNK;
-        self.small = is_small.then_some(grain);
-        self
+        self.binding.in_place
     }
 
     /// Runs the op into `out` from these buffers, laid out as the geometry given to
@@ -330,7 +331,7 @@ impl Prepared {
         indices: &[u8],
         updates: Option<&[u8]>,
     ) -> Result<()> {
-        if self.in_place {
+        if self.binding.in_place {
             return Err(self.wrong_form("Prepared::scatter_in_place"));
         }
         self.call(out, Some(data), indices, updates)
@@ -341,7 +342,7 @@ impl Prepared {
     /// [`Kernel::scatter_in_place`] on views of them, with the same errors. All indices are
     /// checked before the first write, so on error `data` is unchanged.
     pub fn scatter_in_place(&self, data: &mut [u8], indices: &[u8], updates: &[u8]) -> Result<()> {
-        if !self.in_place {
+        if !self.binding.in_place {
             return Err(self.wrong_form("Prepared::run_into"));
         }
         self.call(data, None, indices, Some(updates))
@@ -363,7 +364,7 @@ impl Prepared {
         indices: &[u8],
         updates: Option<&[u8]>,
     ) -> Result<()> {
-        if updates.is_some() != self.updates.is_some() {
+        if updates.is_some() != self.binding.updates.is_some() {
             return Err(Error::Invalid(IrError::InvalidView {
                 tensor: Operand::Updates,
                 reason: match updates {
@@ -372,6 +373,77 @@ impl Prepared {
                 },
             }));
         }
+        match self.binding.run(&self.kernel, out, data, indices, updates) {
+            Some(done) => done,
+            None => self.run_views(out, data, indices, updates),
+        }
+    }
+
+    /// The call on views of the buffers: the ordinary path, for calls large enough to
+    /// split, for `mean`, and for every error.
+    fn run_views(
+        &self,
+        out: &mut [u8],
+        data: Option<&[u8]>,
+        indices: &[u8],
+        updates: Option<&[u8]>,
+    ) -> Result<()> {
+        let g = &self.binding;
+        let data = data.map(|d| g.data.view(d)).transpose()?;
+        let indices = g.indices.view(indices)?;
+        let updates = match (updates, &g.updates) {
+            (Some(bytes), Some(g)) => Some(g.view(bytes)?),
+            _ => None,
+        };
+        let mut out = g.out.view_mut(out)?;
+        match (data, updates) {
+            (Some(data), updates) => {
+                self.kernel
+                    .run_into_unbound(&mut out, &data, &indices, updates.as_ref())
+            }
+            (None, Some(updates)) => self
+                .kernel
+                .scatter_in_place_unbound(&mut out, &indices, &updates),
+            (None, None) => unreachable!("in-place calls are prepared with updates"),
+        }
+    }
+}
+
+impl Binding {
+    /// Whether this binding is for calls of this form (`in_place`) on views of these
+    /// geometries: dtype, shape, strides and offset of each.
+    pub(super) fn describes(
+        &self,
+        in_place: bool,
+        out: &TensorViewMut<'_>,
+        data: Option<&TensorView<'_>>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> bool {
+        let updates_match = match (updates, &self.updates) {
+            (Some(view), Some(g)) => g.describes(view),
+            (None, None) => true,
+            _ => false,
+        };
+        self.in_place == in_place
+            && updates_match
+            && self.out.describes_mut(out)
+            && data.is_none_or(|d| self.data.describes(d))
+            && self.indices.describes(indices)
+    }
+
+    /// Runs the bound steps on buffers of this geometry (`data` is `None` in place), or
+    /// `None`, having written nothing, where the call must take the ordinary path: a buffer
+    /// too short or overlapping, a call large enough to split, `mean`, a bad index (whose
+    /// error the ordinary path names).
+    pub(super) fn run(
+        &self,
+        kernel: &Kernel,
+        out: &mut [u8],
+        data: Option<&[u8]>,
+        indices: &[u8],
+        updates: Option<&[u8]>,
+    ) -> Option<Result<()>> {
         let fits = out.len() >= self.out.needed
             && data.is_none_or(|d| d.len() >= self.data.needed)
             && indices.len() >= self.indices.needed
@@ -385,7 +457,7 @@ impl Prepared {
             .all(|input| !tensor::overlaps(span.clone(), input.as_ptr_range()));
         let serial = self.small == Some(parallel_grain()) || rayon::current_num_threads() < 2;
         if !(fits && disjoint && serial && !self.steps.is_empty()) {
-            return self.run_views(out, data, indices, updates);
+            return None;
         }
         let bases = [
             (
@@ -420,12 +492,12 @@ impl Prepared {
         for (operand, base) in bases {
             all[operand.slot()] = base;
         }
-        let index_dtype = self.kernel.plan.key.index_dtype();
+        let index_dtype = kernel.plan.key.index_dtype();
         for step in &self.steps {
             match step {
                 Step::Scan { bytes, size } => {
                     if check::first_bad(index_dtype, &indices[bytes.clone()], *size).is_some() {
-                        return self.run_views(out, data, indices, updates);
+                        return None;
                     }
                 }
                 Step::Memcpy { from, to } => {
@@ -447,44 +519,19 @@ impl Prepared {
                         continue;
                     };
                     if bound.pass == PassKind::Check {
-                        return self.run_views(out, data, indices, updates);
+                        return None;
                     }
                     // Unreachable after the check; reported as an ordinary call would.
                     let stop = Stop::BadIndex(domain_position(counters, &bound.order));
-                    let indices = self.indices.view(indices)?;
+                    let indices = match self.indices.view(indices) {
+                        Ok(indices) => indices,
+                        Err(e) => return Some(Err(e.into())),
+                    };
                     let data_shape = self.data.shape();
-                    return Err(self
-                        .kernel
-                        .bad_index(bound.pass, stop, data_shape, &indices));
+                    return Some(Err(kernel.bad_index(bound.pass, stop, data_shape, &indices)));
                 }
             }
         }
-        Ok(())
-    }
-
-    /// The call on views of the buffers: the ordinary path, for calls large enough to
-    /// split, for `mean`, and for every error.
-    fn run_views(
-        &self,
-        out: &mut [u8],
-        data: Option<&[u8]>,
-        indices: &[u8],
-        updates: Option<&[u8]>,
-    ) -> Result<()> {
-        let data = data.map(|d| self.data.view(d)).transpose()?;
-        let indices = self.indices.view(indices)?;
-        let updates = match (updates, &self.updates) {
-            (Some(bytes), Some(g)) => Some(g.view(bytes)?),
-            _ => None,
-        };
-        let mut out = self.out.view_mut(out)?;
-        match (data, updates) {
-            (Some(data), updates) => {
-                self.kernel
-                    .run_into(&mut out, &data, &indices, updates.as_ref())
-            }
-            (None, Some(updates)) => self.kernel.scatter_in_place(&mut out, &indices, &updates),
-            (None, None) => unreachable!("in-place calls are prepared with updates"),
-        }
+        Some(Ok(()))
     }
 }

@@ -1,14 +1,22 @@
 //! The geometry of a view (dtype, shape, element strides, offset) and its checks: every
 //! position inside the buffer, and for writable views no two positions on one element.
 
-use scatterjit_ir::{checked_numel, row_major_strides, DType, Error, Operand, Result};
+use scatterjit_ir::{
+    checked_numel, fill_row_major_strides, row_major_strides, DType, Error, Operand, Result,
+    MAX_RANK,
+};
+use smallvec::{smallvec, SmallVec};
+
+/// Dims or strides, inline up to a kernel's rank: views are made on every call, and
+/// most calls make several.
+pub(super) type Dims<T> = SmallVec<[T; MAX_RANK]>;
 
 /// The geometry shared by both view kinds.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Layout {
     pub(super) dtype: DType,
-    pub(super) shape: Vec<usize>,
-    pub(super) strides: Vec<isize>,
+    pub(super) shape: Dims<usize>,
+    pub(super) strides: Dims<isize>,
     /// Element offset of position 0 from the start of the slice.
     pub(super) offset: usize,
 }
@@ -84,11 +92,11 @@ impl Layout {
         let empty = shape.contains(&0);
         Ok(Layout {
             dtype,
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             strides: if empty {
-                vec![0; shape.len()]
+                smallvec![0; shape.len()]
             } else {
-                strides.to_vec()
+                Dims::from_slice(strides)
             },
             offset: if empty { 0 } else { offset },
         })
@@ -143,12 +151,8 @@ impl Layout {
     pub(super) fn contiguous(dtype: DType, shape: &[usize]) -> Layout {
         Layout {
             dtype,
-            shape: shape.to_vec(),
-            // `into_iter` reuses the allocation.
-            strides: row_major_strides(shape)
-                .into_iter()
-                .map(|s| s as isize)
-                .collect(),
+            shape: Dims::from_slice(shape),
+            strides: row_major(shape),
             offset: 0,
         }
     }
@@ -156,7 +160,7 @@ impl Layout {
     /// True if no two positions share an element (checked by a sufficient condition: each
     /// dim's stride, by increasing magnitude, steps over everything the smaller ones reach).
     fn is_non_overlapping(&self) -> bool {
-        let mut dims: Vec<(usize, usize)> = self
+        let mut dims: Dims<(usize, usize)> = self
             .shape
             .iter()
             .zip(&self.strides)
@@ -226,4 +230,22 @@ mod tests {
         assert!(TensorViewMut::new(DType::F32, &[2, 3], &[0, 1], 0, &mut bytes).is_err());
         assert!(TensorViewMut::new(DType::F32, &[1, 3], &[0, 1], 0, &mut bytes).is_ok());
     }
+}
+
+/// Row-major element strides of `shape`, inline up to [`MAX_RANK`] dims.
+pub(super) fn row_major(shape: &[usize]) -> Dims<isize> {
+    let rank = shape.len();
+    if rank > MAX_RANK {
+        return row_major_strides(shape)
+            .iter()
+            .map(|&s| s as isize)
+            .collect();
+    }
+    let mut unsigned = [0usize; MAX_RANK];
+    fill_row_major_strides(shape, &mut unsigned[..rank]);
+    let mut strides = [0isize; MAX_RANK];
+    for (signed, &s) in strides.iter_mut().zip(&unsigned[..rank]) {
+        *signed = s as isize;
+    }
+    Dims::from_buf_and_len(strides, rank)
 }

@@ -41,6 +41,21 @@ impl Unbuffered {
         Ok(Unbuffered { layout, needed })
     }
 
+    /// The geometry of `view`, which its constructor checked.
+    pub(crate) fn of(view: &TensorView<'_>) -> Unbuffered {
+        Unbuffered::of_layout(view.layout().clone())
+    }
+
+    /// The geometry of a writable `view`.
+    pub(crate) fn of_mut(view: &TensorViewMut<'_>) -> Unbuffered {
+        Unbuffered::of_layout(view.layout().clone())
+    }
+
+    fn of_layout(layout: Layout) -> Unbuffered {
+        let needed = layout.needed();
+        Unbuffered { layout, needed }
+    }
+
     pub(crate) fn shape(&self) -> &[usize] {
         &self.layout.shape
     }
@@ -59,6 +74,17 @@ impl Unbuffered {
     /// dims are dropped (see [`TensorView::compacted`]).
     pub(crate) fn compacted_dense_range(&self) -> Option<Range<usize>> {
         self.layout.compacted().0.dense_range()
+    }
+
+    /// Whether `view` has this geometry (dtype, shape, strides, offset): its buffer then
+    /// holds the `needed` bytes, which the view checked when it was made.
+    pub(crate) fn describes(&self, view: &TensorView<'_>) -> bool {
+        *view.layout() == self.layout
+    }
+
+    /// [`Self::describes`] for a writable view.
+    pub(crate) fn describes_mut(&self, view: &TensorViewMut<'_>) -> bool {
+        *view.layout() == self.layout
     }
 
     /// Shape and strides for binding; the address is a placeholder that no call uses.

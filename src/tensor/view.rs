@@ -1,13 +1,12 @@
 //! The views callers build: [`TensorView`] (read-only) and [`TensorViewMut`] (writable),
 //! and their copies back to owned tensors.
 
+use std::hash::Hash;
 use std::ops::Range;
 
-use scatterjit_ir::{
-    checked_nbytes, checked_numel, row_major_strides, DType, Error, Meta, Operand, Result, Tensor,
-};
+use scatterjit_ir::{checked_nbytes, checked_numel, DType, Error, Meta, Operand, Result, Tensor};
 
-use super::layout::Layout;
+use super::layout::{row_major, Layout};
 use super::raw::{Address, RawOperand};
 use super::walk::for_each_offset;
 
@@ -116,11 +115,7 @@ impl<'a> TensorView<'a> {
                 actual: bytes.len(),
             });
         }
-        let strides: Vec<isize> = row_major_strides(shape)
-            .iter()
-            .map(|&s| s as isize)
-            .collect();
-        Self::new(dtype, shape, &strides, 0, bytes)
+        Self::new(dtype, shape, &row_major(shape), 0, bytes)
     }
 
     /// Element type.
@@ -164,7 +159,7 @@ impl<'a> TensorView<'a> {
             let at = (self.layout.offset as isize + off) as usize * size;
             out.extend_from_slice(&self.bytes[at..at + size]);
         });
-        Tensor::from_bytes(self.dtype(), self.layout.shape.clone(), out)
+        Tensor::from_bytes(self.dtype(), self.layout.shape.to_vec(), out)
     }
 
     /// The bytes of the element at element `offset` from position 0 (a position's offset).
@@ -188,6 +183,20 @@ impl<'a> TensorView<'a> {
     /// The addresses of the viewed buffer.
     pub(crate) fn span(&self) -> Range<*const u8> {
         self.bytes.as_ptr_range()
+    }
+
+    /// The whole viewed buffer, position 0 at the layout's offset.
+    pub(crate) fn buffer(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    pub(super) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Feeds the geometry (dtype, shape, strides, offset) to `state`.
+    pub(crate) fn hash_geometry(&self, state: &mut impl std::hash::Hasher) {
+        self.layout.hash(state);
     }
 
     /// The view without its broadcast dims (stride 0) and dims of size 1, which repeat
@@ -300,6 +309,21 @@ impl<'a> TensorViewMut<'a> {
     /// The addresses of the viewed buffer.
     pub(crate) fn span(&self) -> Range<*const u8> {
         self.bytes.as_ptr_range()
+    }
+
+    /// The whole viewed buffer, position 0 at the layout's offset. Writable views never
+    /// put two positions on one element, whatever is written through this.
+    pub(crate) fn buffer_mut(&mut self) -> &mut [u8] {
+        self.bytes
+    }
+
+    pub(super) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Feeds the geometry (dtype, shape, strides, offset) to `state`.
+    pub(crate) fn hash_geometry(&self, state: &mut impl std::hash::Hasher) {
+        self.layout.hash(state);
     }
 
     /// Address of position 0 (for kernels, which only reach validated positions).
