@@ -79,8 +79,7 @@ pub(crate) fn sort<'a>(
     if slices == 0 || size == 0 || shape.contains(&0) {
         return None;
     }
-    let off_axis = (0..shape.len()).filter(|&d| d != axis);
-    let by_layout = off_axis.clone().all(|d| shape[d] == 1 || strides[d] == 0);
+    let by_layout = uniform_by_layout(indices, axis);
     let layout = if by_layout {
         Slices::Broadcast {
             indices,
@@ -152,6 +151,15 @@ pub(crate) fn sort<'a>(
         starts,
         uniform_by_value: !by_layout,
     })
+}
+
+/// Whether `indices` is the same across each slice by its layout alone: stride 0 (or one
+/// position) along every dim but `axis`, as a broadcast or expanded view is.
+pub(crate) fn uniform_by_layout(indices: &TensorView<'_>, axis: usize) -> bool {
+    let (shape, strides) = (indices.shape(), indices.strides());
+    (0..shape.len())
+        .filter(|&d| d != axis)
+        .all(|d| shape[d] == 1 || strides[d] == 0)
 }
 
 /// Whether every element of `rest` (elements of `first`'s width, at most 8 bytes) has

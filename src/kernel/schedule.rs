@@ -214,9 +214,14 @@ impl Kernel {
     /// slice in order (2-vCPU machine, 2026-11-24: expanded GNN add 14.6 ms on one thread,
     /// 21.4 on two threads' buckets; max 20.5 and 31.0). So the engine spreads buckets over
     /// the pool only from [`set_engine_threads`] threads (4, the first count above that
-    /// ratio); with fewer, all slices go into one bucket, in order, run on one thread. That
-    /// still pays: the sort's one read of each index checks it, and an index found
-    /// uniform by value is then read once per slice, not once per element.
+    /// ratio); with fewer, an index uniform by value goes into one bucket, in order, run on
+    /// one thread: the sort's one read of each index checks it, and the passes then read
+    /// it once per slice, not once per element. An index uniform by layout (a broadcast
+    /// view) gains nothing from one bucket, since the ordinary check and passes already
+    /// read it once per slice, and takes the ordinary path: the sort and the row list cost
+    /// its add, max and mean about a quarter of their time (2-vCPU machine, 2026-11-25,
+    /// `scatterjit bench --threads 1`, three runs each, expanded add 18.4-21.2 ms with one
+    /// bucket, 13.9-15.8 without).
     pub(super) fn buckets(
         &self,
         data_shape: &[usize],
@@ -254,10 +259,10 @@ impl Kernel {
             return None;
         }
         let spread = threads as i64 >= ENGINE_THREADS.load(Ordering::Relaxed);
-        let target = if spread {
-            BUCKETS_PER_THREAD * threads
-        } else {
-            1
+        let target = match spread {
+            true => BUCKETS_PER_THREAD * threads,
+            false if engine::uniform_by_layout(indices, axis) => return None,
+            false => 1,
         };
         engine::sort(indices, axis, data_shape[axis], target)
     }
