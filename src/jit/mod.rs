@@ -1,6 +1,7 @@
 //! Cranelift module ownership: compiles a [`Plan`] into native passes. This is the one
 //! place that turns code addresses into function pointers.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -201,43 +202,57 @@ pub(crate) fn define_pass<M: Module>(
     let id = module
         .declare_function(name, linkage, &sig)
         .map_err(|e| codegen_error(e.to_string(), String::new()))?;
-    let mut ctx: Context = module.make_context();
-    let mut fctx = FunctionBuilderContext::new();
-    ctx.func.signature = sig;
-    ctx.func.name = UserFuncName::user(0, id.as_u32());
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let machine = machine(module.isa(), module.target_config());
-        codegen::build_pass(&mut b, &key, nest, variant, machine, listed);
-        b.finalize(module.target_config());
-    }
-    // Rendering CLIF costs about a quarter of a compile: only for listings and errors.
-    let clif = listing.then(|| ctx.func.display().to_string());
-    if cfg!(debug_assertions) || listing {
-        verify_function(&ctx.func, module.isa())
-            .map_err(|errors| codegen_error(errors.to_string(), ctx.func.display().to_string()))?;
-    }
-    ctx.set_disasm(listing);
-    if let Err(e) = module.define_function(id, &mut ctx) {
-        // The function as far as Cranelift got with it.
-        return Err(codegen_error(
-            format!("{e:?}"),
-            ctx.func.display().to_string(),
-        ));
-    }
-    let text = clif.map(|clif| Listing {
-        pass: Some(kind),
-        variant: variant.name(),
-        clif,
-        optimized: ctx.func.display().to_string(),
-        asm: ctx
-            .compiled_code()
-            .and_then(|c| c.vcode.clone())
-            .unwrap_or_default(),
-    });
-    let code_bytes = ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
-    module.clear_context(&mut ctx);
-    Ok((id, code_bytes, text))
+    // This thread's contexts from its last compile: they keep their allocations, the
+    // register allocator's above all.
+    let (mut ctx, mut fctx) = CONTEXTS
+        .with(Cell::take)
+        .unwrap_or_else(|| (Context::new(), FunctionBuilderContext::new()));
+    let defined = (|| {
+        ctx.func.signature = sig;
+        ctx.func.name = UserFuncName::user(0, id.as_u32());
+        {
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let machine = machine(module.isa(), module.target_config());
+            codegen::build_pass(&mut b, &key, nest, variant, machine, listed);
+            b.finalize(module.target_config());
+        }
+        // Rendering CLIF costs about a quarter of a compile: only for listings and errors.
+        let clif = listing.then(|| ctx.func.display().to_string());
+        if cfg!(debug_assertions) || listing {
+            verify_function(&ctx.func, module.isa()).map_err(|errors| {
+                codegen_error(errors.to_string(), ctx.func.display().to_string())
+            })?;
+        }
+        ctx.set_disasm(listing);
+        if let Err(e) = module.define_function(id, &mut ctx) {
+            // The function as far as Cranelift got with it.
+            return Err(codegen_error(
+                format!("{e:?}"),
+                ctx.func.display().to_string(),
+            ));
+        }
+        let text = clif.map(|clif| Listing {
+            pass: Some(kind),
+            variant: variant.name(),
+            clif,
+            optimized: ctx.func.display().to_string(),
+            asm: ctx
+                .compiled_code()
+                .and_then(|c| c.vcode.clone())
+                .unwrap_or_default(),
+        });
+        let code_bytes = ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
+        Ok((id, code_bytes, text))
+    })();
+    ctx.clear();
+    CONTEXTS.with(|c| c.set(Some((ctx, fctx))));
+    defined
+}
+
+thread_local! {
+    /// The Cranelift contexts of the thread's latest compile, for its next (see
+    /// [`Context::new`]: reused, they skip most of a compile's allocations).
+    static CONTEXTS: Cell<Option<(Context, FunctionBuilderContext)>> = const { Cell::new(None) };
 }
 
 /// Compiles pass `kind` of `plan` in `variant` (its outermost loop `listed` or not) into a
