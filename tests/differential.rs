@@ -572,6 +572,52 @@ fn case_of(
         )
 }
 
+/// Gathers along the last axis of wide rows (kilobytes), which pick in sorted order on the
+/// host: every dtype and index dtype, data in any layout (reversed and column-major rows
+/// among them), index of 0 to 2 dims in any layout, duplicates, a bad index now and then;
+/// and now and then another axis, narrow rows, few picks or an empty dim, which decline.
+fn wide_gather_case() -> impl Strategy<Value = Case> {
+    (
+        prop::sample::select(numeric()),
+        prop::sample::select(index_dtypes()),
+        1usize..=3,
+        0usize..=2,
+        any::<u64>(),
+    )
+        .prop_flat_map(|(dtype, index_dtype, rank, q, seed)| {
+            (
+                Just((dtype, index_dtype, seed)),
+                prop::collection::vec(prop_oneof![8 => 1usize..=3, 1 => dim()], rank - 1),
+                prop_oneof![4 => 1030usize..=4500, 1 => 2usize..=40],
+                prop::collection::vec(prop_oneof![4 => 4usize..=24, 1 => dim()], q),
+                prop_oneof![6 => Just(-1i64), 1 => -(rank as i64)..(rank as i64)],
+                (layout(), input_layout()),
+                bad_index(),
+            )
+        })
+        .prop_map(
+            |((dtype, index_dtype, seed), outer, size, index_shape, axis, (l0, l1), bad)| {
+                let mut data_shape = outer;
+                data_shape.push(size);
+                Case {
+                    kind: OpKind::Gather,
+                    dtype,
+                    index_dtype,
+                    update_extra: vec![0; index_shape.len()],
+                    data_shape,
+                    index_shape,
+                    axis,
+                    reduction: Reduction::None,
+                    use_init_val: true,
+                    layouts: [l0, l1, Layout::Contiguous],
+                    bad,
+                    uniform_slices: false,
+                    seed,
+                }
+            },
+        )
+}
+
 /// Scatters for the parallel engine (see `suite_workloads_agree_with_interpreter` for its
 /// full-size paths): many slices along the axis into a short axis (many duplicates), the
 /// index per slice uniform by layout (expanded, row-broadcast) or by value, updates
@@ -743,6 +789,13 @@ proptest! {
 
     #[test]
     fn jit_agrees_with_interpreter(case in case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
+    #[test]
+    fn wide_gathers_agree_with_interpreter(case in wide_gather_case()) {
         if let Err(message) = check(&case) {
             prop_assert!(false, "{}", message);
         }

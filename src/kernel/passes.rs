@@ -34,6 +34,12 @@ impl Kernel {
         check_first: bool,
     ) -> Result<()> {
         let key = self.plan.key;
+        if let (None, Some(data)) = (updates, data) {
+            // Checks every index before its first write, as the check pass would.
+            if self.gather_columns(out, data, indices)? {
+                return Ok(());
+            }
+        }
         // In place, data is `out`, which the passes borrow mutably.
         let data_shape: Cow<'_, [usize]> = match data {
             Some(data) => Cow::Borrowed(data.shape()),

@@ -18,3 +18,4 @@ pub(crate) use layout::is_dense;
 pub(crate) use raw::{overlaps, Address, RawOperand};
 pub(crate) use unbuffered::Unbuffered;
 pub use view::{TensorView, TensorViewMut};
+pub(crate) use walk::for_each_offset;

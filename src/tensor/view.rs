@@ -190,6 +190,11 @@ impl<'a> TensorView<'a> {
         self.bytes
     }
 
+    /// The element offset of position 0 in [`Self::buffer`].
+    pub(crate) fn offset(&self) -> usize {
+        self.layout.offset
+    }
+
     pub(super) fn layout(&self) -> &Layout {
         &self.layout
     }
@@ -315,6 +320,11 @@ impl<'a> TensorViewMut<'a> {
     /// put two positions on one element, whatever is written through this.
     pub(crate) fn buffer_mut(&mut self) -> &mut [u8] {
         self.bytes
+    }
+
+    /// The element offset of position 0 in [`Self::buffer_mut`].
+    pub(crate) fn offset(&self) -> usize {
+        self.layout.offset
     }
 
     pub(super) fn layout(&self) -> &Layout {
