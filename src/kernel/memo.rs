@@ -1,15 +1,15 @@
 //! The geometries a kernel's ordinary calls repeat, each with its binding (what a prepared
 //! call decides once: validation, loop orders, variants, parameter blocks), so that a
 //! framework calling the same node again pays for none of it. Only small calls are kept:
-//! there the binding is most of a call's time. A kept binding runs a call only where it
-//! would run whole on the calling thread; otherwise the call takes the ordinary path.
+//! there the binding is most of a call's time.
 //!
 //! A geometry is bound on its second call among the last few misses (the first only leaves
-//! its hash), so that calls whose shapes never repeat pay a hash, not a binding. A kept
-//! binding runs a call only where its geometry matches exactly (dtype, shape, strides and
-//! offset of every operand, and the form, in place or not), which makes every check the
-//! ordinary path would repeat (shapes against the op, the output's shape) a check it
-//! already passed.
+//! its hash), so that calls whose shapes never repeat pay a hash, not a binding. A call
+//! runs on a kept binding only where its geometry matches exactly (dtype, shape, strides
+//! and offset of every operand, and the form, in place or not), which makes every check
+//! the ordinary path would repeat (shapes against the op, the output's shape) a check it
+//! already passed; and only where the binding runs whole on the calling thread (see
+//! [`Binding::run`]), otherwise the call takes the ordinary path.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -61,9 +61,26 @@ impl Memo {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Runs the call on a kept binding of its geometry, or else `ordinary`ly (with every
+    /// check and decision made now), then keeps its geometry if it succeeded (see
+    /// [`Self::missed`]).
+    pub(super) fn call<'o>(
+        &self,
+        kernel: &Kernel,
+        mut ops: Operands<'_, 'o>,
+        ordinary: impl FnOnce(&mut TensorViewMut<'o>) -> Result<()>,
+    ) -> Result<()> {
+        if let Some(done) = self.run(kernel, &mut ops) {
+            return done;
+        }
+        ordinary(&mut *ops.out)?;
+        self.missed(kernel, &ops);
+        Ok(())
+    }
+
     /// Runs the call on a kept binding of its geometry, or `None`, having written nothing,
     /// where it must take the ordinary path (see [`Binding::run`]).
-    pub(super) fn run(&self, kernel: &Kernel, ops: &mut Operands<'_, '_>) -> Option<Result<()>> {
+    fn run(&self, kernel: &Kernel, ops: &mut Operands<'_, '_>) -> Option<Result<()>> {
         let binding = {
             let state = self.state();
             let found =
@@ -84,7 +101,7 @@ impl Memo {
     /// After a call that took the ordinary path and succeeded: binds its geometry if it is
     /// small and among the latest misses. Binding may compile a variant; failing to bind
     /// only leaves the geometry unkept.
-    pub(super) fn missed(&self, kernel: &Kernel, ops: &Operands<'_, '_>) {
+    fn missed(&self, kernel: &Kernel, ops: &Operands<'_, '_>) {
         if !is_small(kernel, ops) {
             return;
         }
@@ -118,9 +135,18 @@ impl Memo {
             return;
         };
         let mut state = self.state();
-        let slot = state.next;
+        // A binding of this geometry that no longer runs (the grain changed since) is
+        // replaced, not kept beside the new one.
+        let stale = state.kept.iter().position(|kept| {
+            kept.as_ref().is_some_and(|b| {
+                b.describes(ops.in_place, ops.out, ops.data, ops.indices, ops.updates)
+            })
+        });
+        let slot = stale.unwrap_or(state.next);
+        if stale.is_none() {
+            state.next = (slot + 1) % KEPT;
+        }
         state.kept[slot] = Some(Arc::new(binding));
-        state.next = (slot + 1) % KEPT;
     }
 
     /// How many bindings are kept.

@@ -231,20 +231,17 @@ impl Kernel {
         let bytes = alloc::zeroed(op, Buffer::Output, len)?;
         let mut out = Tensor::from_bytes(dtype, out_shape, bytes)?;
         let mut view = TensorViewMut::from(&mut out);
-        let mut ops = memo::Operands {
+        let ops = memo::Operands {
             in_place: false,
             out: &mut view,
             data: Some(data),
             indices,
             updates,
         };
-        if let Some(done) = self.memo.run(self, &mut ops) {
-            done?;
-            return Ok(out);
-        }
         // The output is ours: a bad index may stop a pass midway, and the tensor is dropped.
-        self.execute(ops.out, Some(data), indices, updates, false)?;
-        self.memo.missed(self, &ops);
+        self.memo.call(self, ops, |out| {
+            self.execute(out, Some(data), indices, updates, false)
+        })?;
         Ok(out)
     }
 
@@ -264,19 +261,16 @@ impl Kernel {
         indices: &TensorView<'_>,
         updates: Option<&TensorView<'_>>,
     ) -> Result<()> {
-        let mut ops = memo::Operands {
+        let ops = memo::Operands {
             in_place: false,
             out,
             data: Some(data),
             indices,
             updates,
         };
-        if let Some(done) = self.memo.run(self, &mut ops) {
-            return done;
-        }
-        self.run_into_unbound(ops.out, data, indices, updates)?;
-        self.memo.missed(self, &ops);
-        Ok(())
+        self.memo.call(self, ops, |out| {
+            self.run_into_unbound(out, data, indices, updates)
+        })
     }
 
     /// [`Self::run_into`] without the memo's bindings: every check and decision made now.
@@ -328,19 +322,16 @@ impl Kernel {
                 op: self.plan.key.kind(),
             }));
         }
-        let mut ops = memo::Operands {
+        let ops = memo::Operands {
             in_place: true,
             out: data,
             data: None,
             indices,
             updates: Some(updates),
         };
-        if let Some(done) = self.memo.run(self, &mut ops) {
-            return done;
-        }
-        self.scatter_in_place_unbound(ops.out, indices, updates)?;
-        self.memo.missed(self, &ops);
-        Ok(())
+        self.memo.call(self, ops, |data| {
+            self.scatter_in_place_unbound(data, indices, updates)
+        })
     }
 
     /// [`Self::scatter_in_place`] without the memo's bindings: every check and decision
@@ -368,19 +359,16 @@ impl Kernel {
         indices: &TensorView<'_>,
         updates: &TensorView<'_>,
     ) -> Result<()> {
-        let mut ops = memo::Operands {
+        let ops = memo::Operands {
             in_place: true,
             out: data,
             data: None,
             indices,
             updates: Some(updates),
         };
-        if let Some(done) = self.memo.run(self, &mut ops) {
-            return done;
-        }
-        self.scatter_in_place_checked(ops.out, indices, updates)?;
-        self.memo.missed(self, &ops);
-        Ok(())
+        self.memo.call(self, ops, |data| {
+            self.scatter_in_place_checked(data, indices, updates)
+        })
     }
 
     /// The in-place scatter on validated operands, without the memo.
