@@ -44,4 +44,4 @@ pub use jit::{live_code, LiveCode};
 pub use kernel::{set_engine_threads, set_parallel_grain, Geometry, Kernel, Prepared};
 pub use scatterjit_ir as ir;
 pub use scatterjit_ir::{DType, KernelKey, Op, OpKind, Reduction, Tensor};
-pub use tensor::{TensorView, TensorViewMut};
+pub use tensor::{overlaps, TensorView, TensorViewMut};

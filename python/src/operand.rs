@@ -93,9 +93,9 @@ impl Raw {
     }
 
     /// The addresses of the bytes the positions reach.
-    pub fn span(&self) -> Range<usize> {
-        let start = self.start as usize;
-        start..start + self.len
+    pub fn span(&self) -> Range<*const u8> {
+        let start = self.start as *const u8;
+        start..start.wrapping_add(self.len)
     }
 
     /// A read-only view of the operand.
@@ -483,10 +483,8 @@ pub(crate) fn disjoint(
     out: &Raw,
     inputs: &[(scatterjit::ir::Operand, &Raw)],
 ) -> scatterjit::Result<()> {
-    let a = out.span();
     for (role, input) in inputs {
-        let b = input.span();
-        if !a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end {
+        if scatterjit::overlaps(out.span(), input.span()) {
             return Err(scatterjit::ir::Error::Overlap { op, tensor: *role }.into());
         }
     }

@@ -15,7 +15,8 @@ mod view;
 mod walk;
 
 pub(crate) use layout::is_dense;
-pub(crate) use raw::{overlaps, Address, RawOperand};
+pub use raw::overlaps;
+pub(crate) use raw::{Address, RawOperand};
 pub(crate) use unbuffered::Unbuffered;
 pub use view::{TensorView, TensorViewMut};
 pub(crate) use walk::for_each_offset;

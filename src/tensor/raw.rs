@@ -20,8 +20,16 @@ pub(crate) struct RawOperand<'a> {
     pub strides: &'a [isize],
 }
 
-/// True if two address ranges share a byte (empty ranges share none).
-pub(crate) fn overlaps(a: Range<*const u8>, b: Range<*const u8>) -> bool {
+/// True if two address ranges share a byte (empty ranges share none): the test by which
+/// every call refuses an output whose memory overlaps an input's
+/// ([`Overlap`](scatterjit_ir::Error::Overlap)), for bindings that check their own buffers.
+///
+/// ```
+/// let bytes = [0u8; 16];
+/// assert!(scatterjit::overlaps(bytes[0..8].as_ptr_range(), bytes[4..12].as_ptr_range()));
+/// assert!(!scatterjit::overlaps(bytes[0..8].as_ptr_range(), bytes[8..16].as_ptr_range()));
+/// ```
+pub fn overlaps(a: Range<*const u8>, b: Range<*const u8>) -> bool {
     !a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end
 }
 
