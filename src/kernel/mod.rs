@@ -317,21 +317,7 @@ impl Kernel {
         indices: &TensorView<'_>,
         updates: &TensorView<'_>,
     ) -> Result<()> {
-        if self.plan.key.kind() != OpKind::ScatterElements {
-            return Err(Error::Invalid(IrError::InPlaceUnsupported {
-                op: self.plan.key.kind(),
-            }));
-        }
-        let ops = memo::Operands {
-            in_place: true,
-            out: data,
-            data: None,
-            indices,
-            updates: Some(updates),
-        };
-        self.memo.call(self, ops, |data| {
-            self.scatter_in_place_unbound(data, indices, updates)
-        })
+        self.in_place_with_memo(data, indices, updates, Self::scatter_in_place_unbound)
     }
 
     /// [`Self::scatter_in_place`] without the memo's bindings: every check and decision
@@ -342,11 +328,7 @@ impl Kernel {
         indices: &TensorView<'_>,
         updates: &TensorView<'_>,
     ) -> Result<()> {
-        if self.plan.key.kind() != OpKind::ScatterElements {
-            return Err(Error::Invalid(IrError::InPlaceUnsupported {
-                op: self.plan.key.kind(),
-            }));
-        }
+        self.refuse_in_place_unless_scatter()?;
         self.validate(&data.as_view(), indices, Some(updates))?;
         self.scatter_in_place_checked(data, indices, updates)
     }
@@ -359,6 +341,18 @@ impl Kernel {
         indices: &TensorView<'_>,
         updates: &TensorView<'_>,
     ) -> Result<()> {
+        self.in_place_with_memo(data, indices, updates, Self::scatter_in_place_checked)
+    }
+
+    /// An in-place scatter on a kept binding of its geometry, or else by `ordinary`.
+    fn in_place_with_memo(
+        &self,
+        data: &mut TensorViewMut<'_>,
+        indices: &TensorView<'_>,
+        updates: &TensorView<'_>,
+        ordinary: InPlace,
+    ) -> Result<()> {
+        self.refuse_in_place_unless_scatter()?;
         let ops = memo::Operands {
             in_place: true,
             out: data,
@@ -366,9 +360,16 @@ impl Kernel {
             indices,
             updates: Some(updates),
         };
-        self.memo.call(self, ops, |data| {
-            self.scatter_in_place_checked(data, indices, updates)
-        })
+        self.memo
+            .call(self, ops, |data| ordinary(self, data, indices, updates))
+    }
+
+    /// Only ScatterElements has an in-place form.
+    fn refuse_in_place_unless_scatter(&self) -> Result<()> {
+        match self.plan.key.kind() {
+            OpKind::ScatterElements => Ok(()),
+            op => Err(Error::Invalid(IrError::InPlaceUnsupported { op })),
+        }
     }
 
     /// The in-place scatter on validated operands, without the memo.
@@ -387,6 +388,9 @@ impl Kernel {
         self.execute(data, None, indices, Some(updates), true)
     }
 }
+
+/// A way to run an in-place scatter on its operands (data, indices, updates).
+type InPlace = fn(&Kernel, &mut TensorViewMut<'_>, &TensorView<'_>, &TensorView<'_>) -> Result<()>;
 
 /// Kernels move bytes; strings have none (see [`Kernel`]).
 fn refuse_strings(key: &KernelKey) -> Result<()> {
