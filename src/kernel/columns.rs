@@ -25,9 +25,9 @@ const MIN_ROW_BYTES: usize = 4096;
 /// Fewer picks per row than this gain little from their order.
 const MIN_PICKS: usize = 16;
 
-/// More picks than this would sort a long list per call for a gather that is mostly its
-/// own output.
-const MAX_PICKS: usize = 1 << 20;
+/// At most this many picks, so that a call's lists and per-thread buffers stay under a few
+/// MiB whatever its input (they are not counted against the scratch cap).
+const MAX_PICKS: usize = 1 << 16;
 
 /// A row's picks: element offsets in a data row, in increasing order; per pick in the
 /// index's order, where it sits among them and its element offset in an output row.
