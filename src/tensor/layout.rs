@@ -204,6 +204,24 @@ pub(crate) fn is_dense(shape: &[usize], strides: &[isize]) -> bool {
     true
 }
 
+/// Row-major element strides of `shape`, inline up to [`MAX_RANK`] dims.
+pub(super) fn row_major(shape: &[usize]) -> Dims<isize> {
+    let rank = shape.len();
+    if rank > MAX_RANK {
+        return row_major_strides(shape)
+            .iter()
+            .map(|&s| s as isize)
+            .collect();
+    }
+    let mut unsigned = [0usize; MAX_RANK];
+    fill_row_major_strides(shape, &mut unsigned[..rank]);
+    let mut strides = [0isize; MAX_RANK];
+    for (signed, &s) in strides.iter_mut().zip(&unsigned[..rank]) {
+        *signed = s as isize;
+    }
+    Dims::from_buf_and_len(strides, rank)
+}
+
 #[cfg(test)]
 mod tests {
     use scatterjit_ir::DType;
@@ -230,22 +248,4 @@ mod tests {
         assert!(TensorViewMut::new(DType::F32, &[2, 3], &[0, 1], 0, &mut bytes).is_err());
         assert!(TensorViewMut::new(DType::F32, &[1, 3], &[0, 1], 0, &mut bytes).is_ok());
     }
-}
-
-/// Row-major element strides of `shape`, inline up to [`MAX_RANK`] dims.
-pub(super) fn row_major(shape: &[usize]) -> Dims<isize> {
-    let rank = shape.len();
-    if rank > MAX_RANK {
-        return row_major_strides(shape)
-            .iter()
-            .map(|&s| s as isize)
-            .collect();
-    }
-    let mut unsigned = [0usize; MAX_RANK];
-    fill_row_major_strides(shape, &mut unsigned[..rank]);
-    let mut strides = [0isize; MAX_RANK];
-    for (signed, &s) in strides.iter_mut().zip(&unsigned[..rank]) {
-        *signed = s as isize;
-    }
-    Dims::from_buf_and_len(strides, rank)
 }
