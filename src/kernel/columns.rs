@@ -12,7 +12,7 @@
 //! the ordinary path, which names it.
 
 use rayon::prelude::*;
-use scatterjit_ir::{match_integer, unravel, OpKind};
+use scatterjit_ir::{checked_numel, match_integer, unravel, OpKind};
 
 use super::schedule::parallel_grain;
 use super::Kernel;
@@ -56,8 +56,14 @@ impl Kernel {
         }
         let s = shape[axis];
         let step = strides[axis];
-        let count: usize = indices.shape().iter().product();
-        let rows: usize = shape[..axis].iter().product();
+        // Element counts of views fit, but an empty view's other dims may multiply past
+        // usize::MAX: `checked_numel` counts 0 for it.
+        let (Ok(count), Ok(rows)) = (
+            checked_numel(indices.shape()),
+            checked_numel(&shape[..axis]),
+        ) else {
+            return Ok(false);
+        };
         let row_bytes = s.saturating_mul(size).saturating_mul(step.unsigned_abs());
         if row_bytes < MIN_ROW_BYTES || !(MIN_PICKS..=MAX_PICKS).contains(&count) || rows == 0 {
             return Ok(false);
@@ -118,7 +124,7 @@ impl Kernel {
         step: isize,
         out_strides: &[isize],
     ) -> Option<Order> {
-        let count: usize = indices.shape().iter().product();
+        let count = checked_numel(indices.shape()).ok()?;
         let mut reads = Vec::new();
         reads.try_reserve_exact(count).ok()?;
         let mut bad = false;
@@ -132,8 +138,12 @@ impl Kernel {
                 #[allow(clippy::unnecessary_cast)]
                 let k = raw as i128;
                 let k = if k < 0 { k + s as i128 } else { k };
-                bad |= !(0..s as i128).contains(&k);
-                reads.push(k as isize * step);
+                if (0..s as i128).contains(&k) {
+                    // A position of the view: the product fits.
+                    reads.push(k as isize * step);
+                } else {
+                    bad = true;
+                }
             }),
             _ => unreachable!("validation admits only integer index dtypes"),
         );
@@ -202,5 +212,40 @@ fn move_row(size: usize, data: &[u8], start: isize, order: &Order, buffer: &mut 
         8 => typed::<8>(data, start, order, buffer, to),
         16 => typed::<16>(data, start, order, buffer, to),
         _ => unreachable!("element sizes are 1, 2, 4, 8 or 16 bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scatterjit_ir::{DType, KernelKey};
+
+    #[test]
+    fn empty_views_with_huge_dims_decline_and_run() {
+        // Dims that multiply past usize::MAX beside a 0: valid, empty views.
+        let huge = 1usize << 33;
+        let key = KernelKey::gather(DType::F32, DType::I64, 4, 1, 3).unwrap();
+        let kernel = Kernel::compile(key).unwrap();
+        let data = TensorView::new(DType::F32, &[huge, huge, 0, 2048], &[0; 4], 0, &[]).unwrap();
+        let picks = [0u8; 16 * 8];
+        let indices = TensorView::new(DType::I64, &[16], &[1], 0, &picks).unwrap();
+        let out_shape = [huge, huge, 0, 16];
+        let mut out = TensorViewMut::new(DType::F32, &out_shape, &[0; 4], 0, &mut []).unwrap();
+        assert!(!kernel.gather_columns(&mut out, &data, &indices).unwrap());
+        // Twice, so that the second call may keep a binding of the geometry.
+        for _ in 0..3 {
+            kernel.run_into(&mut out, &data, &indices, None).unwrap();
+        }
+        let no_picks = TensorView::new(DType::I64, &[huge, huge, 0], &[0; 3], 0, &[]).unwrap();
+        let data =
+            TensorView::new(DType::F32, &[2, 2048], &[2048, 1], 0, &[0; 2 * 2048 * 4]).unwrap();
+        let key = KernelKey::gather(DType::F32, DType::I64, 2, 3, 1).unwrap();
+        let kernel = Kernel::compile(key).unwrap();
+        let out_shape = [2, huge, huge, 0];
+        let mut out = TensorViewMut::new(DType::F32, &out_shape, &[0; 4], 0, &mut []).unwrap();
+        assert!(!kernel.gather_columns(&mut out, &data, &no_picks).unwrap());
+        for _ in 0..3 {
+            kernel.run_into(&mut out, &data, &no_picks, None).unwrap();
+        }
     }
 }

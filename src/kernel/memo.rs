@@ -15,6 +15,8 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use scatterjit_ir::checked_numel;
+
 use super::prepared::Binding;
 use super::Kernel;
 use crate::abi;
@@ -164,10 +166,10 @@ fn is_small(kernel: &Kernel, ops: &Operands<'_, '_>) -> bool {
         Some(ops.indices.shape()),
         ops.updates.map(TensorView::shape),
     ];
-    // Each view's constructor checked that its element count fits a usize.
+    // `checked_numel`: an empty view's other dims may multiply past usize::MAX.
     abi::scratch_per_element(&kernel.plan) == 0
         && shapes
             .into_iter()
             .flatten()
-            .all(|shape| shape.iter().product::<usize>() < KEPT_BELOW)
+            .all(|shape| checked_numel(shape).is_ok_and(|n| n < KEPT_BELOW))
 }
