@@ -576,7 +576,7 @@ fn case_of(
 /// host: every dtype and index dtype, data in any layout (reversed and column-major rows
 /// among them), index of 0 to 2 dims in any layout, duplicates, a bad index now and then;
 /// and now and then another axis, narrow rows, few picks or an empty dim, which decline.
-fn wide_gather_case() -> impl Strategy<Value = Case> {
+pub fn wide_gather_case() -> impl Strategy<Value = Case> {
     (
         prop::sample::select(numeric()),
         prop::sample::select(index_dtypes()),

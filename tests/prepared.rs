@@ -16,7 +16,7 @@ use scatterjit::{
 use scatterjit_testkit::fuzzing::{pools, Strided};
 use scatterjit_testkit::values::same_values;
 
-use crate::differential::{case, engine_case, lay_out, Case, Layout};
+use crate::differential::{case, engine_case, lay_out, wide_gather_case, Case, Layout};
 
 /// The buffers of one call: data, indices, updates, and a garbage-filled output.
 struct Buffers {
@@ -441,6 +441,13 @@ proptest! {
     #[test]
     fn repeated_calls_agree_with_the_interpreter(case in case()) {
         if let Err(message) = check_repeated(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
+    #[test]
+    fn prepared_wide_gathers_agree_with_run_into(case in wide_gather_case()) {
+        if let Err(message) = check(&case) {
             prop_assert!(false, "{}", message);
         }
     }

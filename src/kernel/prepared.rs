@@ -101,7 +101,8 @@ pub(super) struct Binding {
     indices: Unbuffered,
     updates: Option<Unbuffered>,
     /// The plan's passes as this geometry runs them, in the plan's order; none for `mean`,
-    /// whose scratch each call allocates: its calls run on views.
+    /// whose scratch each call allocates, and for Gathers that pick in sorted order (see
+    /// `super::columns`): their calls run on views.
     steps: Vec<Step>,
     /// Whether the steps are the whole call whatever the rayon pool: no pass or copy large
     /// enough to split, at a grain of `grain` (tests change it); never for `mean`.
@@ -229,7 +230,10 @@ impl Kernel {
         let (mut largest_domain, mut copy_bytes) = (0i64, 0usize);
         // `mean`'s scratch is allocated per call: its calls run on views.
         let needs_scratch = abi::scratch_per_element(&self.plan) != 0;
-        for nest in self.plan.passes.iter().filter(|_| !needs_scratch) {
+        // Gathers that pick in sorted order do so on views too.
+        let (shape, strides) = (data.shape(), data.raw().strides);
+        let on_views = needs_scratch || self.takes_columns(shape, strides, indices.shape());
+        for nest in self.plan.passes.iter().filter(|_| !on_views) {
             let pass = nest.pass;
             let ops = match pass {
                 PassKind::Check => {
@@ -288,7 +292,7 @@ impl Kernel {
         }
         // Whether the steps are the whole call at any thread count, at today's grain.
         let grain = parallel_grain();
-        let is_small = !needs_scratch && largest_domain < 2 * grain && copy_bytes < 2 * COPY_CHUNK;
+        let is_small = !on_views && largest_domain < 2 * grain && copy_bytes < 2 * COPY_CHUNK;
         Ok(Binding {
             in_place,
             small: is_small.then_some(grain),
