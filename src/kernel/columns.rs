@@ -51,12 +51,10 @@ impl Kernel {
         let axis = key.axis();
         let size = key.dtype().size();
         let (shape, strides) = (data.shape(), data.strides());
-        if !self.takes_columns(shape, strides, indices.shape()) {
+        let Some((count, rows)) = self.takes_columns(shape, strides, indices.shape()) else {
             return Ok(false);
-        }
+        };
         let (s, step) = (shape[axis], strides[axis]);
-        let count = checked_numel(indices.shape()).expect("counted by takes_columns");
-        let rows = checked_numel(&shape[..axis]).expect("counted by takes_columns");
         let Some(order) = self.order(indices, s, step, &out.strides()[axis..]) else {
             return Ok(false);
         };
@@ -103,30 +101,31 @@ impl Kernel {
         Ok(true)
     }
 
-    /// Whether a call with data of `shape` and `strides` and indices of `index_shape` takes
-    /// the sorted picks (see the module): a Gather along data's last axis, rows of at least
-    /// [`MIN_ROW_BYTES`], [`MIN_PICKS`] to [`MAX_PICKS`] picks, some rows.
+    /// The picks per row and the rows of a call with data of `shape` and `strides` and
+    /// indices of `index_shape` if it takes the sorted picks (see the module): a Gather
+    /// along data's last axis, rows of at least [`MIN_ROW_BYTES`], [`MIN_PICKS`] to
+    /// [`MAX_PICKS`] picks, some rows.
     pub(super) fn takes_columns(
         &self,
         shape: &[usize],
         strides: &[isize],
         index_shape: &[usize],
-    ) -> bool {
+    ) -> Option<(usize, usize)> {
         let key = &self.plan.key;
         let axis = key.axis();
         if key.kind() != OpKind::Gather || axis + 1 != shape.len() {
-            return false;
+            return None;
         }
         // Element counts of views fit, but an empty view's other dims may multiply past
         // usize::MAX: `checked_numel` counts 0 for it.
-        let (Ok(count), Ok(rows)) = (checked_numel(index_shape), checked_numel(&shape[..axis]))
-        else {
-            return false;
-        };
+        let count = checked_numel(index_shape).ok()?;
+        let rows = checked_numel(&shape[..axis]).ok()?;
         let row_bytes = shape[axis]
             .saturating_mul(key.dtype().size())
             .saturating_mul(strides[axis].unsigned_abs());
-        row_bytes >= MIN_ROW_BYTES && (MIN_PICKS..=MAX_PICKS).contains(&count) && rows > 0
+        let takes =
+            row_bytes >= MIN_ROW_BYTES && (MIN_PICKS..=MAX_PICKS).contains(&count) && rows > 0;
+        takes.then_some((count, rows))
     }
 
     /// The [`Order`] of the picks of `indices` (each normalized and checked against `s`)

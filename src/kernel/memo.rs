@@ -107,14 +107,14 @@ impl Memo {
         if !is_small(kernel, ops) {
             return;
         }
+        // The geometry `Binding::describes` compares.
         let mut hasher = DefaultHasher::new();
         ops.in_place.hash(&mut hasher);
-        ops.out.hash_geometry(&mut hasher);
+        let out = &*ops.out;
+        (out.dtype(), out.shape(), out.strides(), out.offset()).hash(&mut hasher);
         for view in [ops.data, Some(ops.indices), ops.updates] {
-            view.is_some().hash(&mut hasher);
-            if let Some(view) = view {
-                view.hash_geometry(&mut hasher);
-            }
+            view.map(|v| (v.dtype(), v.shape(), v.strides(), v.offset()))
+                .hash(&mut hasher);
         }
         let hash = hasher.finish();
         {

@@ -232,7 +232,10 @@ impl Kernel {
         let needs_scratch = abi::scratch_per_element(&self.plan) != 0;
         // Gathers that pick in sorted order do so on views too.
         let (shape, strides) = (data.shape(), data.raw().strides);
-        let on_views = needs_scratch || self.takes_columns(shape, strides, indices.shape());
+        let sorted_picks = self
+            .takes_columns(shape, strides, indices.shape())
+            .is_some();
+        let on_views = needs_scratch || sorted_picks;
         for nest in self.plan.passes.iter().filter(|_| !on_views) {
             let pass = nest.pass;
             let ops = match pass {

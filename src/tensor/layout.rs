@@ -12,7 +12,7 @@ use smallvec::{smallvec, SmallVec};
 pub(super) type Dims<T> = SmallVec<[T; MAX_RANK]>;
 
 /// The geometry shared by both view kinds.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Layout {
     pub(super) dtype: DType,
     pub(super) shape: Dims<usize>,

@@ -1,7 +1,6 @@
 //! The views callers build: [`TensorView`] (read-only) and [`TensorViewMut`] (writable),
 //! and their copies back to owned tensors.
 
-use std::hash::Hash;
 use std::ops::Range;
 
 use scatterjit_ir::{checked_nbytes, checked_numel, DType, Error, Meta, Operand, Result, Tensor};
@@ -199,11 +198,6 @@ impl<'a> TensorView<'a> {
         &self.layout
     }
 
-    /// Feeds the geometry (dtype, shape, strides, offset) to `state`.
-    pub(crate) fn hash_geometry(&self, state: &mut impl std::hash::Hasher) {
-        self.layout.hash(state);
-    }
-
     /// The view without its broadcast dims (stride 0) and dims of size 1, which repeat
     /// elements, and the dims it keeps: the distinct positions, in row-major order of
     /// their first occurrence. A view with a zero dim is returned whole.
@@ -329,11 +323,6 @@ impl<'a> TensorViewMut<'a> {
 
     pub(super) fn layout(&self) -> &Layout {
         &self.layout
-    }
-
-    /// Feeds the geometry (dtype, shape, strides, offset) to `state`.
-    pub(crate) fn hash_geometry(&self, state: &mut impl std::hash::Hasher) {
-        self.layout.hash(state);
     }
 
     /// Address of position 0 (for kernels, which only reach validated positions).
