@@ -147,11 +147,40 @@ pub(crate) fn zeroed<T: Zeroable>(op: OpKind, buffer: Buffer, len: usize) -> Res
     if ptr.is_null() {
         return Err(oom());
     }
+    advise_huge_pages(ptr as *mut u8, layout.size());
     // SAFETY: `ptr` was allocated by the global allocator with the layout of `[T; len]`,
     // which is the layout a `Vec<T>` of capacity `len` uses; its `len` elements are
     // initialized, since all-zero bytes are a valid `T` (`Zeroable`).
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
+
+/// Allocations from this size on ask for transparent huge pages.
+const HUGE_PAGES_FROM: usize = 4 << 20;
+
+/// Asks Linux to back the 2 MiB-aligned part of a fresh allocation of `len` bytes at `ptr`
+/// with transparent huge pages (`MADV_HUGEPAGE`). A large output is written whole right
+/// after it is allocated, and on a virtual machine each 4 KiB page's first write costs a
+/// fault of about 1.5 us: a 205 MB output took 73 ms to fault in with small pages and 18 ms
+/// with huge ones (BENCHMARKS.md). Where transparent huge pages are off (`never`) this is
+/// a no-op; where they are `always`, it changes nothing. Advice only: an error is ignored.
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(ptr: *mut u8, len: usize) {
+    const HUGE_PAGE: usize = 2 << 20;
+    if len < HUGE_PAGES_FROM {
+        return;
+    }
+    let start = (ptr as usize).next_multiple_of(HUGE_PAGE);
+    let end = (ptr as usize + len) & !(HUGE_PAGE - 1);
+    if end > start {
+        // SAFETY: `start..end` lies inside the allocation of `len` bytes at `ptr`, which
+        // nothing else references yet. The advice changes only how the kernel backs those
+        // pages, never their contents (zeros) or the mapping's extent.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_ptr: *mut u8, _len: usize) {}
 
 #[cfg(test)]
 mod tests {
@@ -173,6 +202,44 @@ mod tests {
             ),
             "{e:?}"
         );
+    }
+
+    /// The `VmFlags` of the mapping of `/proc/self/smaps` that holds `addr`.
+    #[cfg(target_os = "linux")]
+    fn vm_flags(addr: usize) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_once(' ').and_then(|(r, _)| r.split_once('-'));
+            let bounds = range.and_then(|(a, b)| {
+                Some((
+                    usize::from_str_radix(a, 16).ok()?,
+                    usize::from_str_radix(b, 16).ok()?,
+                ))
+            });
+            if let Some((start, end)) = bounds {
+                inside = (start..end).contains(&addr);
+            } else if let Some(flags) = line.strip_prefix("VmFlags:") {
+                if inside {
+                    return flags.to_string();
+                }
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn large_allocations_ask_for_huge_pages() {
+        let len = 3 * HUGE_PAGES_FROM + 12_345;
+        let v: Vec<u8> = zeroed(OpKind::Gather, Buffer::Output, len).unwrap();
+        assert!(v.iter().all(|&x| x == 0));
+        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+            // The first whole 2 MiB page inside the allocation carries the advice ("hg").
+            let first = (v.as_ptr() as usize).next_multiple_of(2 << 20);
+            let flags = vm_flags(first);
+            assert!(flags.split_whitespace().any(|f| f == "hg"), "{flags}");
+        }
     }
 
     #[test]
