@@ -7,5 +7,8 @@
 pub mod fuzz_capi;
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(target_os = "linux")]
+#[doc(hidden)]
+pub mod guarded;
 pub mod suite;
 pub mod values;

@@ -18,6 +18,17 @@ const MEMCPY_FROM: i64 = 128;
 /// loads overlap.
 const UNROLL: i64 = 4;
 
+/// The cache line size assumed by [`Lowering::touch_picked_lines`] (x86-64, most AArch64).
+const CACHE_LINE: i64 = 64;
+
+/// Lines of at least this many bytes are read in order before a row picks within them:
+/// shorter ones are a few cache lines, warm after the row's first picks.
+const TOUCH_FROM: i64 = 1 << 10;
+
+/// ... and at most this many: a line read ahead must still be in a core's cache (L2 holds
+/// 256 KiB or more on the machines this targets) when the row picks from it.
+const TOUCH_UP_TO: i64 = 256 << 10;
+
 impl Lowering<'_, '_> {
     /// The innermost loop of the contiguous variant (see
     /// [`Variant::Contiguous`](crate::abi::Variant::Contiguous)).
@@ -68,10 +79,87 @@ impl Lowering<'_, '_> {
             _ => match self.count_per_row() {
                 Some(count) => self.mean_row(ptrs, count, counter),
                 None => {
+                    self.touch_picked_lines(ptrs);
                     let unroll = self.unroll();
                     self.elements(ptrs, counter, unroll);
                 }
             },
+        }
+    }
+
+    /// The span in bytes of the line each row of a contiguous variant may pick from in
+    /// access `a`, if [`Self::touch_picked_lines`] reads it ahead, else 0; worked out once
+    /// per call, in the entry block, from the parameters of the call (`dims`: the domain's).
+    pub(super) fn touched_span(&mut self, a: usize, dims: &[Value]) -> Option<Value> {
+        let access = &self.accesses[a];
+        let (Some(stride_at), Some(&inner), Some(bound_at)) =
+            (access.indexed_stride_at, dims.last(), self.layout.bound_at)
+        else {
+            return None;
+        };
+        if access.uses_inner || !self.variant.rows() {
+            return None;
+        }
+        let shift = access.shift;
+        let stride = self.param(stride_at);
+        let stride = self.b.ins().ishl_imm_s(stride, shift);
+        let bound = self.param(bound_at);
+        let span = self.b.ins().imul(bound, stride);
+        let picks = self
+            .b
+            .ins()
+            .ishl_imm_s(inner, CACHE_LINE.trailing_zeros() as i64);
+        let conditions = [
+            (IntCC::SignedGreaterThan, stride, 0),
+            (IntCC::SignedLessThanOrEqual, stride, CACHE_LINE),
+            (IntCC::SignedGreaterThanOrEqual, span, TOUCH_FROM),
+            (IntCC::SignedLessThanOrEqual, span, TOUCH_UP_TO),
+        ];
+        let mut take = self
+            .b
+            .ins()
+            .icmp(IntCC::SignedGreaterThanOrEqual, picks, span);
+        for (cc, x, y) in conditions {
+            let holds = self.b.ins().icmp_imm_s(cc, x, y);
+            take = self.b.ins().band(take, holds);
+        }
+        let none = self.b.ins().iconst(types::I64, 0);
+        Some(self.b.ins().select(take, span, none))
+    }
+
+    /// Reads, in address order, one byte of each cache line that the row's index may pick
+    /// in an access it moves and the row does not walk (GatherElements' data row, a
+    /// scatter's destination row, along the innermost axis). The row then picks at random
+    /// within those lines; read in order first, the hardware prefetcher streams them in
+    /// and the picks hit the cache, where otherwise each line's first pick waits for
+    /// memory (GatherElements on 16 KiB rows: BENCHMARKS.md). Taken for a line of
+    /// [`TOUCH_FROM`] to [`TOUCH_UP_TO`] bytes at a positive stride of at most a cache line,
+    /// and only where the row picks at least once per line on average (see
+    /// [`Self::touched_span`]).
+    fn touch_picked_lines(&mut self, ptrs: &[Value]) {
+        for (a, &base) in ptrs.iter().enumerate() {
+            let (Some(span), Some(stride)) =
+                (self.touched_spans[a], self.accesses[a].indexed_stride)
+            else {
+                continue;
+            };
+            let (touch, done) = (self.b.create_block(), self.b.create_block());
+            self.b.ins().brif(span, touch, &[], done, &[]);
+            self.b.switch_to_block(touch);
+            let zero = self.b.ins().iconst(types::I64, 0);
+            // Plain loads whose values go unused: nothing at this optimization level removes
+            // a load. Every offset read is at most `span - CACHE_LINE`, so within the line.
+            self.for_range(zero, span, CACHE_LINE, |s, offset| {
+                let at = s.b.ins().iadd(base, offset);
+                s.b.ins().load(types::I8, data_flags(), at, 0);
+            });
+            // The last element's first byte: past it may lie outside the tensor when the
+            // stride is wider than an element.
+            let last = self.b.ins().isub(span, stride);
+            let last = self.b.ins().iadd(base, last);
+            self.b.ins().load(types::I8, data_flags(), last, 0);
+            self.b.ins().jump(done, &[]);
+            self.b.switch_to_block(done);
         }
     }
 
