@@ -35,6 +35,14 @@ pub enum Variant {
     /// as PyTorch Geometric's `index.view(-1, 1).expand_as(src)`. A still index is read
     /// and checked once per row; a still source is loaded once and splat.
     Broadcast(Still),
+    /// [`Variant::Contiguous`], and before each row picks at random within a line of a
+    /// tensor that the index moves along (GatherElements' data row, a scatter's
+    /// destination row, along the innermost axis), the row reads one byte of each of the
+    /// line's cache lines in address order: the hardware prefetcher streams them in, and
+    /// the picks hit the cache where each line's first pick would otherwise wait for
+    /// memory. Picked where [`ParamLayout::reads_ahead`] finds such a line worth reading
+    /// for the call's shapes and strides.
+    Touched,
 }
 
 /// A set of accesses (bit `a`: access `a` in [`accesses`] order) whose stride along the
@@ -48,6 +56,17 @@ impl Still {
         self.0 >> a & 1 == 1
     }
 }
+
+/// The cache line size [`Variant::Touched`] reads lines at (x86-64, most AArch64).
+pub(crate) const CACHE_LINE: i64 = 64;
+
+/// A line of at least this many bytes is read ahead ([`Variant::Touched`]): shorter ones
+/// are a few cache lines, warm after a row's first picks.
+const READ_AHEAD_FROM: i64 = 1 << 10;
+
+/// ... and of at most this many: a line read ahead must still be in a core's cache (L2
+/// holds 256 KiB or more on the machines this targets) when the row picks from it.
+const READ_AHEAD_UP_TO: i64 = 256 << 10;
 
 /// Bytes of one element of `operand` under `key`: what a stride in the parameter block
 /// (in elements) is multiplied by to move a pointer.
@@ -80,7 +99,7 @@ impl Variant {
     pub const ALL: [Variant; 2] = [Variant::Strided, Variant::Contiguous];
 
     /// How many distinct variants exist; [`Variant::slot`] numbers them `0..COUNT`.
-    pub(crate) const COUNT: usize = 1 + (1 << MAX_ACCESSES);
+    pub(crate) const COUNT: usize = 2 + (1 << MAX_ACCESSES);
 
     /// A dense number for this variant, below [`Variant::COUNT`].
     pub(crate) const fn slot(self) -> usize {
@@ -88,6 +107,7 @@ impl Variant {
             Variant::Strided => 0,
             Variant::Contiguous => 1,
             Variant::Broadcast(still) => 1 + still.0 as usize,
+            Variant::Touched => 1 + (1 << MAX_ACCESSES),
         }
     }
 
@@ -97,6 +117,7 @@ impl Variant {
         match self {
             Variant::Strided => "strided".into(),
             Variant::Contiguous => "contiguous".into(),
+            Variant::Touched => "touched".into(),
             Variant::Broadcast(still) => {
                 let mut name = String::from("broadcast");
                 for a in (0..MAX_ACCESSES).filter(|&a| still.contains(a)) {
@@ -207,6 +228,10 @@ pub(crate) struct ParamLayout {
     pub list_at: usize,
     /// Total number of slots.
     pub len: usize,
+    /// The accesses (bit `a`: access `a`) whose line along the indexed dim a row of
+    /// [`Variant::Touched`] reads ahead: moved by the index and still along the innermost
+    /// loop, which the index walks (so rows pick element by element).
+    pub read_ahead: u8,
 }
 
 /// The accesses of a pass in parameter-block order: index, source, dest, count.
@@ -234,7 +259,7 @@ impl ParamLayout {
     pub(crate) fn of(nest: &LoopNest) -> ParamLayout {
         let depth = nest.depth;
         let mut next = depth;
-        let accesses = accesses(nest)
+        let accesses: Vec<AccessSlots> = accesses(nest)
             .map(|a| {
                 let strides_at = next;
                 next += depth;
@@ -265,6 +290,13 @@ impl ParamLayout {
         });
         let len = next + depth + 1;
         debug_assert!(depth <= MAX_DEPTH && len <= MAX_PARAMS);
+        let walks_inner = |a: &AccessSlots| depth > 0 && !a.along[depth - 1].is_empty();
+        let index_walks = nest.index.is_some() && accesses.first().is_some_and(walks_inner);
+        let read_ahead = accesses
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| index_walks && a.indexed_stride_at.is_some() && !walks_inner(a))
+            .fold(0u8, |set, (a, _)| set | 1 << a);
         ParamLayout {
             depth,
             domain: nest.domain,
@@ -274,7 +306,33 @@ impl ParamLayout {
             err_at: next,
             list_at: next + depth,
             len,
+            read_ahead,
         }
+    }
+
+    /// Whether a contiguous call with these parameters (in loop order, the innermost loop
+    /// walking the innermost domain dim) reads lines ahead ([`Variant::Touched`]): some
+    /// access in [`Self::read_ahead`] has a line of [`READ_AHEAD_FROM`] to
+    /// [`READ_AHEAD_UP_TO`] bytes at a positive stride of at most a cache line, and a row
+    /// picks at least once per cache line of it on average.
+    pub(crate) fn reads_ahead(&self, key: &KernelKey, params: &[i64]) -> bool {
+        let (Some(inner), Some(bound_at)) = (self.depth.checked_sub(1), self.bound_at) else {
+            return false;
+        };
+        let (picks, bound) = (params[inner], params[bound_at]);
+        self.accesses.iter().enumerate().any(|(a, slots)| {
+            let Some(at) = slots
+                .indexed_stride_at
+                .filter(|_| self.read_ahead >> a & 1 == 1)
+            else {
+                return false;
+            };
+            let stride = params[at].saturating_mul(element_size(key, slots.operand) as i64);
+            let span = bound.saturating_mul(stride);
+            (1..=CACHE_LINE).contains(&stride)
+                && (READ_AHEAD_FROM..=READ_AHEAD_UP_TO).contains(&span)
+                && picks.saturating_mul(CACHE_LINE) >= span
+        })
     }
 }
 

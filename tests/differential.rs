@@ -620,7 +620,7 @@ pub fn wide_gather_case() -> impl Strategy<Value = Case> {
 
 /// GatherElements and ScatterElements (any reduction) along the last axis of rows from
 /// tens of bytes to tens of kilobytes, whose lines the contiguous variant reads in order
-/// before a row picks within them (`touch_picked_lines` in the lowering): every dtype and
+/// before a row picks within them (`Variant::Touched`): every dtype and
 /// index dtype, rows picked from a few times to many times per cache line, data and index
 /// in any layout (column-major data has a stride of a few elements along the row, with
 /// gaps), duplicates, a bad index now and then; and now and then another axis.

@@ -16,7 +16,9 @@ use scatterjit::{
 use scatterjit_testkit::fuzzing::{pools, Strided};
 use scatterjit_testkit::values::same_values;
 
-use crate::differential::{case, engine_case, lay_out, wide_gather_case, Case, Layout};
+use crate::differential::{
+    case, engine_case, lay_out, picked_lines_case, wide_gather_case, Case, Layout,
+};
 
 /// The buffers of one call: data, indices, updates, and a garbage-filled output.
 struct Buffers {
@@ -448,6 +450,22 @@ proptest! {
     #[test]
     fn prepared_wide_gathers_agree_with_run_into(case in wide_gather_case()) {
         if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
+    #[test]
+    fn prepared_rows_reading_lines_ahead_agree_with_run_into(case in picked_lines_case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
+    #[test]
+    fn repeated_rows_reading_lines_ahead_agree_with_the_interpreter(
+        case in picked_lines_case(),
+    ) {
+        if let Err(message) = check_repeated(&case) {
             prop_assert!(false, "{}", message);
         }
     }

@@ -105,9 +105,15 @@ pub(super) fn bind(
     (params, order)
 }
 
-/// The variant whose condition the bound parameters meet (see [`Variant::Contiguous`] and
-/// [`Variant::Broadcast`]): read from the strides alone, whatever the shapes.
-pub(super) fn variant_of(layout: &ParamLayout, params: &[i64], order: &[usize]) -> Variant {
+/// The variant whose condition the bound parameters meet (see [`Variant::Contiguous`],
+/// [`Variant::Broadcast`] and [`Variant::Touched`]): read from the strides, and for
+/// `Touched` also from the dims.
+pub(super) fn variant_of(
+    layout: &ParamLayout,
+    key: &KernelKey,
+    params: &[i64],
+    order: &[usize],
+) -> Variant {
     let Some(inner) = layout.depth.checked_sub(1) else {
         return Variant::Strided;
     };
@@ -123,6 +129,7 @@ pub(super) fn variant_of(layout: &ParamLayout, params: &[i64], order: &[usize]) 
         }
     }
     match still {
+        0 if layout.reads_ahead(key, params) => Variant::Touched,
         0 => Variant::Contiguous,
         _ => Variant::Broadcast(Still(still)),
     }
@@ -132,7 +139,7 @@ pub(super) fn variant_of(layout: &ParamLayout, params: &[i64], order: &[usize]) 
 mod tests {
     use super::*;
     use crate::tensor::{TensorView, TensorViewMut};
-    use scatterjit_ir::{DType, Plan};
+    use scatterjit_ir::{DType, Plan, Reduction};
 
     fn loop_order(data_strides: &[isize], index_strides: &[isize]) -> Vec<usize> {
         let key = KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap();
@@ -151,6 +158,92 @@ mod tests {
         bind(&key, nest, &ParamLayout::of(nest), &ops, false)
             .1
             .to_vec()
+    }
+
+    /// The variant of a GatherElements apply along the last axis: data `[rows, len]` with
+    /// strides `data_strides`, a packed index and output `[rows, picks]`.
+    fn gather_variant(len: usize, picks: usize, data_strides: [isize; 2], dtype: DType) -> Variant {
+        let rows = 2;
+        let key = KernelKey::gather_elements(dtype, DType::I64, 2, 1).unwrap();
+        let plan = Plan::new(key);
+        let nest = plan.pass(PassKind::Apply).unwrap();
+        let reach = (rows - 1) * data_strides[0].unsigned_abs()
+            + (len - 1) * data_strides[1].unsigned_abs()
+            + 1;
+        let data = vec![0u8; dtype.size() * reach];
+        let offset = if data_strides[1] < 0 { len - 1 } else { 0 };
+        let idx = vec![0u8; 8 * rows * picks];
+        let mut out = vec![0u8; dtype.size() * rows * picks];
+        let dv = TensorView::new(dtype, &[rows, len], &data_strides, offset, &data).unwrap();
+        let iv = TensorView::contiguous(DType::I64, &[rows, picks], &idx).unwrap();
+        let mut ov =
+            TensorViewMut::new(dtype, &[rows, picks], &[picks as isize, 1], 0, &mut out).unwrap();
+        let ops = Operands::default()
+            .with(Operand::Data, dv.raw())
+            .with(Operand::Indices, iv.raw())
+            .with(Operand::Output, ov.raw());
+        let layout = ParamLayout::of(nest);
+        let (params, order) = bind(&key, nest, &layout, &ops, false);
+        variant_of(&layout, &key, &params, &order)
+    }
+
+    #[test]
+    fn rows_read_ahead_lines_worth_reading() {
+        let f32 = DType::F32;
+        // 16 KiB lines picked 4096 times each: read ahead.
+        assert_eq!(gather_variant(4096, 4096, [4096, 1], f32), Variant::Touched);
+        // Every other element: an 8-byte stride, still within a cache line.
+        assert_eq!(gather_variant(4096, 4096, [8192, 2], f32), Variant::Touched);
+        // Picks as many as the line's cache lines, and one fewer.
+        assert_eq!(gather_variant(4096, 256, [4096, 1], f32), Variant::Touched);
+        assert_eq!(
+            gather_variant(4096, 255, [4096, 1], f32),
+            Variant::Contiguous
+        );
+        // Lines of 1 KiB and 256 KiB, and just outside.
+        assert_eq!(gather_variant(256, 256, [256, 1], f32), Variant::Touched);
+        assert_eq!(gather_variant(255, 255, [255, 1], f32), Variant::Contiguous);
+        assert_eq!(
+            gather_variant(32768, 4096, [32768, 1], DType::F64),
+            Variant::Touched
+        );
+        assert_eq!(
+            gather_variant(32769, 4096, [32769, 1], DType::F64),
+            Variant::Contiguous
+        );
+        // Strides past a cache line, and negative ones.
+        assert_eq!(
+            gather_variant(4096, 4096, [4096 * 17, 17], f32),
+            Variant::Contiguous
+        );
+        assert_eq!(
+            gather_variant(4096, 4096, [4096, -1], f32),
+            Variant::Contiguous
+        );
+    }
+
+    #[test]
+    fn only_rows_that_pick_elements_read_ahead() {
+        let layout = |key: KernelKey| {
+            ParamLayout::of(Plan::new(key).pass(PassKind::Apply).unwrap()).read_ahead
+        };
+        // GatherElements along the last axis: the data access (index, data, out).
+        let along_last = KernelKey::gather_elements(DType::F32, DType::I64, 2, 1).unwrap();
+        assert_eq!(layout(along_last), 0b010);
+        // A scatter along the last axis: the destination (index, updates, out).
+        let scatter =
+            KernelKey::scatter_elements(DType::F32, DType::I32, 2, 1, Reduction::Add, true)
+                .unwrap();
+        assert_eq!(layout(scatter), 0b100);
+        // Along the first axis the rows walk the indexed tensor: nothing to read ahead.
+        let along_first = KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap();
+        assert_eq!(layout(along_first), 0);
+        let gnn = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Add, true)
+            .unwrap();
+        assert_eq!(layout(gnn), 0);
+        // Gather along the first axis: its index is still along the row, copied whole.
+        let gather = KernelKey::gather(DType::F32, DType::I64, 2, 1, 0).unwrap();
+        assert_eq!(layout(gather), 0);
     }
 
     #[test]

@@ -130,7 +130,7 @@ impl Kernel {
         }
         let layout = self.layout(PassKind::Apply);
         let (params, order) = bind(key, apply, layout, &probe, axis_first);
-        let Variant::Broadcast(still) = variant_of(layout, &params, &order) else {
+        let Variant::Broadcast(still) = variant_of(layout, key, &params, &order) else {
             return Counts::PerElement;
         };
         let position = |operand| {

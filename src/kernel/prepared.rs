@@ -273,7 +273,7 @@ impl Kernel {
             };
             let layout = ParamLayout::of(nest);
             let (params, order) = bind(&key, nest, &layout, &ops, false);
-            let variant = variant_of(&layout, &params, &order);
+            let variant = variant_of(&layout, &key, &params, &order);
             let domain = params[..layout.depth]
                 .iter()
                 .try_fold(1i64, |acc, &d| acc.checked_mul(d))

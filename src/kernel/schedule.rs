@@ -301,7 +301,11 @@ impl Kernel {
             return self.run_buckets(pass, nest, layout, ops, buckets);
         }
         let (params, order) = bind(&self.plan.key, nest, layout, ops, false);
-        let entry = self.entry(pass, variant_of(layout, &params, &order), false)?;
+        let entry = self.entry(
+            pass,
+            variant_of(layout, &self.plan.key, &params, &order),
+            false,
+        )?;
         let call = Call {
             entry,
             pointers: pointers(ops),
@@ -386,7 +390,7 @@ impl Kernel {
         // A one-loop listed pass has no row to compile a variant for.
         let variant = match layout.depth {
             1 => Variant::Strided,
-            _ => variant_of(layout, &params, &order),
+            _ => variant_of(layout, &self.plan.key, &params, &order),
         };
         let call = Call {
             entry: self.entry(pass, variant, true)?,

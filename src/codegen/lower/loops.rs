@@ -7,6 +7,7 @@ use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::Variable;
 
 use super::Lowering;
+use crate::abi::Variant;
 
 impl Lowering<'_, '_> {
     /// Emits loop `n` (or the body once all loops are open); `ptrs` are the accesses'
@@ -22,6 +23,9 @@ impl Lowering<'_, '_> {
         }
         let innermost = n + 1 == self.depth;
         if innermost {
+            if self.variant == Variant::Touched {
+                self.read_lines_ahead(ptrs);
+            }
             self.enter_innermost();
             if self.variant.rows() {
                 self.inner_dim = Some(self.param(n));

@@ -76,8 +76,6 @@ struct Lowering<'a, 'b> {
     inner_dim: Option<Value>,
     counters: Vec<Variable>,
     bad: Block,
-    /// Per access, the span a contiguous row reads ahead (see `Lowering::touched_span`).
-    touched_spans: Vec<Option<Value>>,
     variant: Variant,
     machine: Machine,
     listed: bool,
@@ -160,14 +158,10 @@ pub(crate) fn build_pass(
         inner_dim: None,
         counters: Vec::new(),
         bad,
-        touched_spans: Vec::new(),
         variant,
         machine,
         listed,
     };
-    lowering.touched_spans = (0..lowering.accesses.len())
-        .map(|a| lowering.touched_span(a, &dims))
-        .collect();
     let bases: Vec<Value> = lowering.accesses.iter().map(|a| a.base).collect();
     if layout.depth == 0 {
         lowering.enter_innermost();

@@ -8,6 +8,7 @@ use cranelift_frontend::Variable;
 use scatterjit_ir::{Combine, DType, DTypeClass, PassKind, Source};
 
 use super::Lowering;
+use crate::abi::CACHE_LINE;
 use crate::codegen::combine::{self, data_flags, raw_type};
 
 /// Rows of at least this many bytes are copied with `memcpy`; shorter ones inline.
@@ -17,17 +18,6 @@ const MEMCPY_FROM: i64 = 128;
 /// amortizes the loop's counter, compare and branch, and lets independent elements'
 /// loads overlap.
 const UNROLL: i64 = 4;
-
-/// The cache line size assumed by [`Lowering::touch_picked_lines`] (x86-64, most AArch64).
-const CACHE_LINE: i64 = 64;
-
-/// Lines of at least this many bytes are read in order before a row picks within them:
-/// shorter ones are a few cache lines, warm after the row's first picks.
-const TOUCH_FROM: i64 = 1 << 10;
-
-/// ... and at most this many: a line read ahead must still be in a core's cache (L2 holds
-/// 256 KiB or more on the machines this targets) when the row picks from it.
-const TOUCH_UP_TO: i64 = 256 << 10;
 
 impl Lowering<'_, '_> {
     /// The innermost loop of the contiguous variant (see
@@ -79,7 +69,6 @@ impl Lowering<'_, '_> {
             _ => match self.count_per_row() {
                 Some(count) => self.mean_row(ptrs, count, counter),
                 None => {
-                    self.touch_picked_lines(ptrs);
                     let unroll = self.unroll();
                     self.elements(ptrs, counter, unroll);
                 }
@@ -87,79 +76,49 @@ impl Lowering<'_, '_> {
         }
     }
 
-    /// The span in bytes of the line each row of a contiguous variant may pick from in
-    /// access `a`, if [`Self::touch_picked_lines`] reads it ahead, else 0; worked out once
-    /// per call, in the entry block, from the parameters of the call (`dims`: the domain's).
-    pub(super) fn touched_span(&mut self, a: usize, dims: &[Value]) -> Option<Value> {
-        let access = &self.accesses[a];
-        let (Some(stride_at), Some(&inner), Some(bound_at)) =
-            (access.indexed_stride_at, dims.last(), self.layout.bound_at)
-        else {
-            return None;
-        };
-        if access.uses_inner || !self.variant.rows() {
-            return None;
-        }
-        let shift = access.shift;
-        let stride = self.param(stride_at);
-        let stride = self.b.ins().ishl_imm_s(stride, shift);
-        let bound = self.param(bound_at);
-        let span = self.b.ins().imul(bound, stride);
-        let picks = self
-            .b
-            .ins()
-            .ishl_imm_s(inner, CACHE_LINE.trailing_zeros() as i64);
-        let conditions = [
-            (IntCC::SignedGreaterThan, stride, 0),
-            (IntCC::SignedLessThanOrEqual, stride, CACHE_LINE),
-            (IntCC::SignedGreaterThanOrEqual, span, TOUCH_FROM),
-            (IntCC::SignedLessThanOrEqual, span, TOUCH_UP_TO),
-        ];
-        let mut take = self
-            .b
-            .ins()
-            .icmp(IntCC::SignedGreaterThanOrEqual, picks, span);
-        for (cc, x, y) in conditions {
-            let holds = self.b.ins().icmp_imm_s(cc, x, y);
-            take = self.b.ins().band(take, holds);
-        }
-        let none = self.b.ins().iconst(types::I64, 0);
-        Some(self.b.ins().select(take, span, none))
-    }
-
-    /// Reads, in address order, one byte of each cache line that the row's index may pick
-    /// in an access it moves and the row does not walk (GatherElements' data row, a
-    /// scatter's destination row, along the innermost axis). The row then picks at random
-    /// within those lines; read in order first, the hardware prefetcher streams them in
-    /// and the picks hit the cache, where otherwise each line's first pick waits for
-    /// memory (GatherElements on 16 KiB rows: BENCHMARKS.md). Taken for a line of
-    /// [`TOUCH_FROM`] to [`TOUCH_UP_TO`] bytes at a positive stride of at most a cache line,
-    /// and only where the row picks at least once per line on average (see
-    /// [`Self::touched_span`]).
-    fn touch_picked_lines(&mut self, ptrs: &[Value]) {
+    /// Reads, in address order, one byte of each cache line of the line that the row at
+    /// `ptrs` picks from in each access of [`ParamLayout::read_ahead`] (see
+    /// [`Variant::Touched`]): from the row's position 0 along the indexed dim to the first
+    /// byte of its last element, which may be followed by memory outside the tensor when
+    /// the stride is wider than an element. The variant is picked only where the line is
+    /// at least a KiB long, so position 0 lies inside it. Emitted before the row's own
+    /// parameters are loaded, so that few values live across its loop.
+    ///
+    /// [`ParamLayout::read_ahead`]: crate::abi::ParamLayout::read_ahead
+    /// [`Variant::Touched`]: crate::abi::Variant::Touched
+    pub(super) fn read_lines_ahead(&mut self, ptrs: &[Value]) {
+        let bound_at = self
+            .layout
+            .bound_at
+            .expect("a read-ahead access is indexed");
         for (a, &base) in ptrs.iter().enumerate() {
-            let (Some(span), Some(stride)) =
-                (self.touched_spans[a], self.accesses[a].indexed_stride)
-            else {
+            let Some(stride_at) = self.accesses[a].indexed_stride_at else {
                 continue;
             };
-            let (touch, done) = (self.b.create_block(), self.b.create_block());
-            self.b.ins().brif(span, touch, &[], done, &[]);
-            self.b.switch_to_block(touch);
-            let zero = self.b.ins().iconst(types::I64, 0);
-            // Plain loads whose values go unused: nothing at this optimization level removes
-            // a load. Every offset read is at most `span - CACHE_LINE`, so within the line.
-            self.for_range(zero, span, CACHE_LINE, |s, offset| {
-                let at = s.b.ins().iadd(base, offset);
-                s.b.ins().load(types::I8, data_flags(), at, 0);
-            });
-            // The last element's first byte: past it may lie outside the tensor when the
-            // stride is wider than an element.
-            let last = self.b.ins().isub(span, stride);
+            if self.layout.read_ahead >> a & 1 == 0 {
+                continue;
+            }
+            let stride = self.param(stride_at);
+            let stride = self.b.ins().ishl_imm_s(stride, self.accesses[a].shift);
+            let bound = self.param(bound_at);
+            let last = self.b.ins().iadd_imm_s(bound, -1);
+            let last = self.b.ins().imul(last, stride);
             let last = self.b.ins().iadd(base, last);
+            let (touch, exit) = (self.b.create_block(), self.b.create_block());
+            let at = self.b.declare_var(self.ptr);
+            self.b.def_var(at, base);
+            self.b.ins().jump(touch, &[]);
+            self.b.switch_to_block(touch);
+            // Plain loads whose values go unused: nothing at this optimization level removes
+            // a load.
+            let p = self.b.use_var(at);
+            self.b.ins().load(types::I8, data_flags(), p, 0);
+            let next = self.b.ins().iadd_imm_s(p, CACHE_LINE);
+            self.b.def_var(at, next);
+            let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, last);
+            self.b.ins().brif(more, touch, &[], exit, &[]);
+            self.b.switch_to_block(exit);
             self.b.ins().load(types::I8, data_flags(), last, 0);
-            self.b.ins().jump(done, &[]);
-            self.b.switch_to_block(done);
         }
     }
 
