@@ -1,8 +1,8 @@
-//! GatherElements with wide indices: the check before the first write also copies every
-//! index, normalized, into the narrowest unsigned type that holds the axis (u16 or u32),
-//! and the apply pass of a sibling kernel keyed on that type reads the copy. The indices
-//! are then read once from their own memory, not twice: the copy is a quarter (or half)
-//! of their bytes.
+//! GatherElements and ScatterElements with wide indices: the check before the first write
+//! also copies every index, normalized, into the narrowest unsigned type that holds the
+//! axis (u16 or u32), and the apply pass of a sibling kernel keyed on that type reads the
+//! copy. The indices are then read once from their own memory, not twice: the copy is a
+//! quarter (or half) of their bytes.
 
 use scatterjit_ir::{row_major_strides, DType, KernelKey, OpKind, Operand, PassKind};
 
@@ -16,15 +16,83 @@ use crate::tensor::{TensorView, TensorViewMut};
 /// The index dtypes wide indices compact to, narrowest first.
 pub(super) const NARROW: [DType; 2] = [DType::U16, DType::U32];
 
+/// The largest copy buffer a thread keeps for its next call.
+const KEPT_UP_TO: usize = 64 << 20;
+
+thread_local! {
+    /// The buffer of this thread's last copy, for the next one: a fresh one costs a fill
+    /// with zeros (or as many page faults) before the copy writes it again, which at two
+    /// threads took more time than the copy saves (BENCHMARKS.md). Its bytes are always
+    /// initialized; a copy overwrites the part it uses before anything reads it.
+    static KEPT: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Checked indices copied to a narrower type, and the kernel whose apply pass reads them.
+pub(super) struct Compacted<'k> {
+    sibling: &'k Kernel,
+    dtype: DType,
+    shape: Vec<usize>,
+    /// The copy is `buffer[..len]`.
+    buffer: Vec<u8>,
+    len: usize,
+}
+
+impl Drop for Compacted<'_> {
+    fn drop(&mut self) {
+        keep(std::mem::take(&mut self.buffer));
+    }
+}
+
+/// Keeps `buffer` for this thread's next copy, unless it is larger than [`KEPT_UP_TO`].
+fn keep(buffer: Vec<u8>) {
+    if buffer.len() <= KEPT_UP_TO {
+        KEPT.with(|kept| kept.set(buffer));
+    }
+}
+
+/// A buffer of at least `len` initialized bytes: this thread's kept one if it is large
+/// enough, else a new zeroed one (`None` if refused).
+fn buffer(op: OpKind, len: usize) -> Option<Vec<u8>> {
+    let kept = KEPT.with(|kept| kept.take());
+    if kept.len() >= len {
+        return Some(kept);
+    }
+    drop(kept);
+    alloc::zeroed::<u8>(op, Buffer::Scratch, len).ok()
+}
+
+impl Compacted<'_> {
+    /// The copy, as the sibling's row-major indices.
+    pub(super) fn view(&self) -> Result<TensorView<'_>> {
+        let strides: Vec<isize> = row_major_strides(&self.shape)
+            .iter()
+            .map(|&s| s as isize)
+            .collect();
+        let bytes = &self.buffer[..self.len];
+        Ok(TensorView::new(self.dtype, &self.shape, &strides, 0, bytes)?)
+    }
+
+    /// The kernel of the same op on the narrow indices.
+    pub(super) fn sibling(&self) -> &Kernel {
+        self.sibling
+    }
+}
+
 impl Kernel {
     /// The narrower index dtype the indices of this call compact to, if any: GatherElements
+    /// or a ScatterElements other than `mean` (whose scratch is bound from its own index)
     /// with row-major indices (`dense`, their bytes) wider than it, enough of them to be
     /// worth a copy (at least two parallel grains), and an axis of `size` it holds.
     fn compact_dtype(&self, dense: &[u8], size: usize) -> Option<DType> {
         let key = &self.plan.key;
         let width = key.index_dtype().size();
         let many = (dense.len() / width) as i64 >= 2 * super::schedule::parallel_grain();
-        if key.kind() != OpKind::GatherElements || !many {
+        let op = match key.kind() {
+            OpKind::GatherElements => true,
+            OpKind::ScatterElements => self.plan.mean_accumulator().is_none(),
+            OpKind::Gather => false,
+        };
+        if !op || !many {
             return None;
         }
         NARROW
@@ -32,51 +100,80 @@ impl Kernel {
             .find(|to| to.size() < width && size as u64 <= 1 << (8 * to.size()))
     }
 
-    /// Runs a GatherElements call whose indices compact (see [`Self::compact_dtype`]):
-    /// checks and copies them, then runs the sibling kernel's apply pass on the copy.
-    /// `Ok(false)` where they do not compact, or hold a bad index (nothing is written:
-    /// the caller's own check then names it).
+    /// Checks the indices of a call on data of `data_shape` and copies them to a narrower
+    /// type (see [`Self::compact_dtype`]). `Ok(None)` where they do not compact, the copy
+    /// is refused, or they hold a bad index: nothing is written, and the caller's own check
+    /// then names it.
+    pub(super) fn compact(
+        &self,
+        data_shape: &[usize],
+        indices: &TensorView<'_>,
+    ) -> Result<Option<Compacted<'_>>> {
+        let key = &self.plan.key;
+        let size = data_shape[key.axis()];
+        let Some((dense, to)) = indices
+            .dense_bytes()
+            .and_then(|bytes| Some((bytes, self.compact_dtype(bytes, size)?)))
+        else {
+            return Ok(None);
+        };
+        let len = dense.len() / key.index_dtype().size() * to.size();
+        // The copy only saves time: refused, the call reads the indices twice.
+        if alloc::check(key.kind(), Buffer::Scratch, len as u128).is_err() {
+            return Ok(None);
+        }
+        let Some(mut buffer) = buffer(key.kind(), len) else {
+            return Ok(None);
+        };
+        let copy = &mut buffer[..len];
+        if !check::compact_into(key.index_dtype(), dense, size, to.size(), copy) {
+            keep(buffer);
+            return Ok(None);
+        }
+        let slot = NARROW.iter().position(|&d| d == to).expect("one of NARROW");
+        let sibling = self.compact[slot].get_or_try_init(|| {
+            let (rank, axis) = (key.rank(), key.axis() as i64);
+            let narrow = match key.kind() {
+                OpKind::ScatterElements => KernelKey::scatter_elements(
+                    key.dtype(),
+                    to,
+                    rank,
+                    axis,
+                    key.reduction(),
+                    key.use_init_val(),
+                ),
+                _ => KernelKey::gather_elements(key.dtype(), to, rank, axis),
+            }?;
+            Kernel::compile(narrow).map(Box::new)
+        })?;
+        Ok(Some(Compacted {
+            sibling,
+            dtype: to,
+            shape: indices.shape().to_vec(),
+            buffer,
+            len,
+        }))
+    }
+
+    /// Runs a GatherElements call whose indices compact (see [`Self::compact`]): checks and
+    /// copies them, then runs the sibling kernel's apply pass on the copy. `Ok(false)`
+    /// where they do not compact, or hold a bad index (nothing is written).
     pub(super) fn gather_compacted(
         &self,
         out: &mut TensorViewMut<'_>,
         data: &TensorView<'_>,
         indices: &TensorView<'_>,
     ) -> Result<bool> {
-        let key = &self.plan.key;
-        let size = data.shape()[key.axis()];
-        let Some((bytes, to)) = indices
-            .dense_bytes()
-            .and_then(|bytes| Some((bytes, self.compact_dtype(bytes, size)?)))
-        else {
+        let Some(compacted) = self.compact(data.shape(), indices)? else {
             return Ok(false);
         };
-        let Ok(mut copy) = alloc::zeroed::<u8>(
-            key.kind(),
-            Buffer::Scratch,
-            bytes.len() / key.index_dtype().size() * to.size(),
-        ) else {
-            // The copy only saves time: refused, the call reads the indices twice.
-            return Ok(false);
-        };
-        if !check::compact_into(key.index_dtype(), bytes, size, to.size(), &mut copy) {
-            return Ok(false);
-        }
-        let slot = NARROW.iter().position(|&d| d == to).expect("one of NARROW");
-        let sibling = self.compact[slot].get_or_try_init(|| {
-            let rank = key.rank();
-            let narrow = KernelKey::gather_elements(key.dtype(), to, rank, key.axis() as i64)?;
-            Kernel::compile(narrow).map(Box::new)
-        })?;
-        let strides: Vec<isize> = row_major_strides(indices.shape())
-            .iter()
-            .map(|&s| s as isize)
-            .collect();
-        let view = TensorView::new(to, indices.shape(), &strides, 0, &copy)?;
+        let view = compacted.view()?;
         let ops = Operands::default()
             .with(Operand::Data, data.raw())
             .with(Operand::Indices, view.raw())
             .with(Operand::Output, out.raw());
-        sibling
+        compacted
+            .sibling()
             .run_pass(PassKind::Apply, &ops)
             .map_err(|stop| self.bad_index(PassKind::Apply, stop, data.shape(), indices))?;
         Ok(true)

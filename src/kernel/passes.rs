@@ -71,6 +71,8 @@ impl Kernel {
             _ => Counts::PerElement,
         };
         let mut scratch = None;
+        // Scatter indices the check copied to a narrower type, for the apply pass.
+        let mut compacted = None;
         for nest in &self.plan.passes {
             let pass = nest.pass;
             if pass != PassKind::Check && scratch.is_none() {
@@ -84,8 +86,12 @@ impl Kernel {
                         if self.gather_compacted(out, data, indices)? {
                             return Ok(());
                         }
+                    } else {
+                        compacted = self.compact(&data_shape, indices)?;
                     }
-                    self.check_indices(&data_shape, indices)?
+                    if compacted.is_none() {
+                        self.check_indices(&data_shape, indices)?
+                    }
                 }
                 PassKind::Check => {}
                 PassKind::Copy => {
@@ -95,6 +101,20 @@ impl Kernel {
                     }
                 }
                 PassKind::Init | PassKind::Apply | PassKind::Finish => match updates {
+                    // `compact` leaves `mean` (the only plan with init and finish) alone.
+                    Some(updates) if compacted.is_some() => {
+                        let compacted = compacted.as_ref().expect("checked");
+                        let narrow = compacted.view()?;
+                        let ops = Operands::default()
+                            .with(Operand::Indices, narrow.raw())
+                            .with(Operand::Updates, updates.raw())
+                            .with(Operand::Output, out.raw());
+                        let partials = Some(&mut partial_outputs);
+                        compacted
+                            .sibling()
+                            .run_pass_with(pass, &ops, partials, None)
+                            .map_err(|stop| bad(pass, stop))?;
+                    }
                     Some(updates) => {
                         let mut ops = Operands::default()
                             .with(Operand::Indices, read_indices.raw())
