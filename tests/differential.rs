@@ -546,12 +546,7 @@ fn case_of(
                 let layouts = [l0, l1, l2];
                 let mut index_shape = index_shape;
                 if kind != OpKind::Gather {
-                    let a = axis.rem_euclid(data_shape.len() as i64) as usize;
-                    for d in 0..data_shape.len() {
-                        if d != a {
-                            index_shape[d] = index_shape[d].min(data_shape[d]);
-                        }
-                    }
+                    fit_off_axis(&mut index_shape, &data_shape, axis);
                 }
                 Case {
                     kind,
@@ -570,6 +565,17 @@ fn case_of(
                 }
             },
         )
+}
+
+/// Shortens the dims of an elementwise op's index off `axis` to data's: there the index
+/// may not be longer than data.
+fn fit_off_axis(index_shape: &mut [usize], data_shape: &[usize], axis: i64) {
+    let a = axis.rem_euclid(data_shape.len() as i64) as usize;
+    for (d, (i, &n)) in index_shape.iter_mut().zip(data_shape).enumerate() {
+        if d != a {
+            *i = (*i).min(n);
+        }
+    }
 }
 
 /// Gathers along the last axis of wide rows (kilobytes), which pick in sorted order on the
@@ -665,13 +671,7 @@ pub fn picked_lines_case() -> impl Strategy<Value = Case> {
                 data_shape.push(size);
                 let mut index_shape = outer;
                 index_shape.push(picks);
-                // Off the axis, the index may not be longer than data.
-                let a = axis.rem_euclid(data_shape.len() as i64) as usize;
-                for d in 0..data_shape.len() {
-                    if d != a {
-                        index_shape[d] = index_shape[d].min(data_shape[d]);
-                    }
-                }
+                fit_off_axis(&mut index_shape, &data_shape, axis);
                 Case {
                     kind,
                     dtype,

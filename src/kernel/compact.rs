@@ -4,6 +4,8 @@
 //! copy. The indices are then read once from their own memory, not twice: the copy is a
 //! quarter (or half) of their bytes.
 
+use std::sync::Mutex;
+
 use scatterjit_ir::{row_major_strides, DType, KernelKey, OpKind, Operand, PassKind};
 
 use super::bind::Operands;
@@ -16,15 +18,20 @@ use crate::tensor::{TensorView, TensorViewMut};
 /// The index dtypes wide indices compact to, narrowest first.
 pub(super) const NARROW: [DType; 2] = [DType::U16, DType::U32];
 
-/// The largest copy buffer a thread keeps for its next call.
+/// The largest copy buffer kept for a later call.
 const KEPT_UP_TO: usize = 64 << 20;
 
-thread_local! {
-    /// The buffer of this thread's last copy, for the next one: a fresh one costs a fill
-    /// with zeros (or as many page faults) before the copy writes it again, which at two
-    /// threads took more time than the copy saves (BENCHMARKS.md). Its bytes are always
-    /// initialized; a copy overwrites the part it uses before anything reads it.
-    static KEPT: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+/// The buffer of an earlier copy, for the next one: a fresh one costs a fill with zeros
+/// (or as many page faults) before the copy writes it again, which at two threads took
+/// more time than the copy saves (BENCHMARKS.md). One for the process, so that at most
+/// [`KEPT_UP_TO`] bytes stay allocated between calls; a call that finds it taken makes
+/// its own. Its bytes are always initialized; a copy overwrites the part it uses before
+/// anything reads it.
+static KEPT: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+/// The lock on the kept buffer (a poisoned lock still holds a valid `Vec`).
+fn kept() -> std::sync::MutexGuard<'static, Vec<u8>> {
+    KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Checked indices copied to a narrower type, and the kernel whose apply pass reads them.
@@ -43,21 +50,24 @@ impl Drop for Compacted<'_> {
     }
 }
 
-/// Keeps `buffer` for this thread's next copy, unless it is larger than [`KEPT_UP_TO`].
+/// Keeps `buffer` for a later copy, unless it is larger than [`KEPT_UP_TO`] or than the
+/// buffer kept already.
 fn keep(buffer: Vec<u8>) {
-    if buffer.len() <= KEPT_UP_TO {
-        KEPT.with(|kept| kept.set(buffer));
+    let mut kept = kept();
+    if buffer.len() <= KEPT_UP_TO && buffer.len() > kept.len() {
+        *kept = buffer;
     }
 }
 
-/// A buffer of at least `len` initialized bytes: this thread's kept one if it is large
-/// enough, else a new zeroed one (`None` if refused).
+/// A buffer of at least `len` initialized bytes: the kept one if it is large enough, else
+/// a new zeroed one (`None` if refused).
 fn buffer(op: OpKind, len: usize) -> Option<Vec<u8>> {
-    let kept = KEPT.with(|kept| kept.take());
-    if kept.len() >= len {
-        return Some(kept);
+    {
+        let mut kept = kept();
+        if kept.len() >= len {
+            return Some(std::mem::take(&mut *kept));
+        }
     }
-    drop(kept);
     alloc::zeroed::<u8>(op, Buffer::Scratch, len).ok()
 }
 
@@ -69,7 +79,13 @@ impl Compacted<'_> {
             .map(|&s| s as isize)
             .collect();
         let bytes = &self.buffer[..self.len];
-        Ok(TensorView::new(self.dtype, &self.shape, &strides, 0, bytes)?)
+        Ok(TensorView::new(
+            self.dtype,
+            &self.shape,
+            &strides,
+            0,
+            bytes,
+        )?)
     }
 
     /// The kernel of the same op on the narrow indices.
