@@ -50,8 +50,8 @@ impl Drop for Compacted<'_> {
     }
 }
 
-/// Keeps `buffer` for a later copy, unless it is larger than [`KEPT_UP_TO`] or than the
-/// buffer kept already.
+/// Keeps `buffer` for a later copy if it holds at most [`KEPT_UP_TO`] bytes and more than
+/// the buffer kept now.
 fn keep(buffer: Vec<u8>) {
     let mut kept = kept();
     if buffer.len() <= KEPT_UP_TO && buffer.len() > kept.len() {
