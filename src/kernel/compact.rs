@@ -6,7 +6,7 @@
 
 use std::sync::Mutex;
 
-use scatterjit_ir::{row_major_strides, DType, KernelKey, OpKind, Operand, PassKind};
+use scatterjit_ir::{DType, KernelKey, OpKind, Operand, PassKind};
 
 use super::bind::Operands;
 use super::Kernel;
@@ -39,9 +39,8 @@ pub(super) struct Compacted<'k> {
     sibling: &'k Kernel,
     dtype: DType,
     shape: Vec<usize>,
-    /// The copy is `buffer[..len]`.
+    /// The copy, then whatever an earlier, longer copy left.
     buffer: Vec<u8>,
-    len: usize,
 }
 
 impl Drop for Compacted<'_> {
@@ -74,17 +73,12 @@ fn buffer(op: OpKind, len: usize) -> Option<Vec<u8>> {
 impl Compacted<'_> {
     /// The copy, as the sibling's row-major indices.
     pub(super) fn view(&self) -> Result<TensorView<'_>> {
-        let strides: Vec<isize> = row_major_strides(&self.shape)
-            .iter()
-            .map(|&s| s as isize)
-            .collect();
-        let bytes = &self.buffer[..self.len];
-        Ok(TensorView::new(
+        // A copy is made of many indices, none empty: the product is their count.
+        let len = self.shape.iter().product::<usize>() * self.dtype.size();
+        Ok(TensorView::contiguous(
             self.dtype,
             &self.shape,
-            &strides,
-            0,
-            bytes,
+            &self.buffer[..len],
         )?)
     }
 
@@ -167,7 +161,6 @@ impl Kernel {
             dtype: to,
             shape: indices.shape().to_vec(),
             buffer,
-            len,
         }))
     }
 
