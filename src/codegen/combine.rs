@@ -132,22 +132,22 @@ pub(crate) fn reduce(
     if class == C::Complex {
         let (a, c) = (old.parts(), new.parts());
         return match reduction {
-            R::Add => Val::Complex(b.ins().fadd(a.0, c.0), b.ins().fadd(a.1, c.1)),
+            R::Add => Val::Complex(fadd(b, a.0, c.0), fadd(b, a.1, c.1)),
             R::Mul => {
                 // (a.re c.re - a.im c.im) + (a.re c.im + a.im c.re) i, no fused multiply-add.
-                let rr = b.ins().fmul(a.0, c.0);
-                let ii = b.ins().fmul(a.1, c.1);
-                let ri = b.ins().fmul(a.0, c.1);
-                let ir = b.ins().fmul(a.1, c.0);
-                Val::Complex(b.ins().fsub(rr, ii), b.ins().fadd(ri, ir))
+                let rr = fmul(b, a.0, c.0);
+                let ii = fmul(b, a.1, c.1);
+                let ri = fmul(b, a.0, c.1);
+                let ir = fmul(b, a.1, c.0);
+                Val::Complex(b.ins().fsub(rr, ii), fadd(b, ri, ir))
             }
             _ => unreachable!("keys reject {reduction} for complex"),
         };
     }
     let (x, y) = (old.scalar(), new.scalar());
     Val::Scalar(match (reduction, class) {
-        (R::Add, C::Float) => b.ins().fadd(x, y),
-        (R::Mul, C::Float) => b.ins().fmul(x, y),
+        (R::Add, C::Float) => fadd(b, x, y),
+        (R::Mul, C::Float) => fmul(b, x, y),
         (R::Max, C::Float) => maximum_or_minimum(b, true, x, y),
         (R::Min, C::Float) => maximum_or_minimum(b, false, x, y),
         (R::Add, C::SignedInt | C::UnsignedInt) => b.ins().iadd(x, y),
@@ -204,6 +204,33 @@ fn maximum_or_minimum(b: &mut FunctionBuilder, maximum: bool, x: Value, y: Value
     select_lanes(b, ty, either_nan, nan, both)
 }
 
+/// `x + y` in floats (scalars or vectors), with `x` kept as the instruction's first
+/// operand: where both are NaNs, x86-64 returns the first operand's NaN, and Cranelift
+/// swaps the operands to fold `x` when it is a load. Whether it can fold depends on the
+/// loop around it, so the NaN's bits would depend on the variant that ran (see
+/// [`first_operand`]).
+fn fadd(b: &mut FunctionBuilder, x: Value, y: Value) -> Value {
+    let x = first_operand(b, x);
+    b.ins().fadd(x, y)
+}
+
+/// `x * y` in floats, `x` kept first (see [`fadd`]).
+fn fmul(b: &mut FunctionBuilder, x: Value, y: Value) -> Value {
+    let x = first_operand(b, x);
+    b.ins().fmul(x, y)
+}
+
+/// `x`, as a value no instruction can fold as a load: a bitcast to its own type, which
+/// emits nothing (a register stays the register).
+fn first_operand(b: &mut FunctionBuilder, x: Value) -> Value {
+    let ty = b.func.dfg.value_type(x);
+    b.ins().bitcast(
+        ty,
+        MemFlagsData::new().with_endianness(Endianness::Little),
+        x,
+    )
+}
+
 /// `mask ? a : b` per lane of `ty`, `mask` an `fcmp` of that type.
 fn select_lanes(b: &mut FunctionBuilder, ty: Type, mask: Value, a: Value, c: Value) -> Value {
     if ty.is_vector() {
@@ -237,7 +264,7 @@ pub(crate) fn accumulate(
     wide: Value,
 ) -> Value {
     match acc {
-        MeanAccumulator::F32 | MeanAccumulator::F64 => b.ins().fadd(sum, wide),
+        MeanAccumulator::F32 | MeanAccumulator::F64 => fadd(b, sum, wide),
         MeanAccumulator::I64 | MeanAccumulator::I128 => b.ins().iadd(sum, wide),
     }
 }
