@@ -111,6 +111,16 @@ impl Variant {
         }
     }
 
+    /// The variant at `slot` (see [`Variant::slot`]).
+    pub(crate) const fn from_slot(slot: usize) -> Variant {
+        match slot {
+            0 => Variant::Strided,
+            1 => Variant::Contiguous,
+            s if s == Variant::Touched.slot() => Variant::Touched,
+            s => Variant::Broadcast(Still((s - 1) as u8)),
+        }
+    }
+
     /// The name used in symbols and listings: `strided`, `contiguous`, or `broadcast`
     /// followed by the still accesses' positions (`broadcast0` for a still index).
     pub fn name(self) -> String {
@@ -334,12 +344,36 @@ impl ParamLayout {
                 && picks.saturating_mul(CACHE_LINE) >= span
         })
     }
+
+    /// Whether a call bound for `variant` means what it computes in that variant only, so
+    /// that no other may run it: a count still along the innermost loop is bumped once per
+    /// row by the row code, and would be bumped once per element by `Strided` code.
+    pub(crate) fn binds_rows(&self, variant: Variant) -> bool {
+        self.accesses
+            .iter()
+            .enumerate()
+            .any(|(a, slots)| slots.operand == Operand::Counts && variant.still(a))
+    }
+
+    /// The elements of the iteration domain bound in `params` (saturating).
+    pub(crate) fn domain_size(&self, params: &[i64]) -> u64 {
+        params[..self.depth]
+            .iter()
+            .fold(1u64, |acc, &d| acc.saturating_mul(d.max(0) as u64))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use scatterjit_ir::{DType, KernelKey, PassKind, Plan, Reduction};
+
+    #[test]
+    fn every_slot_names_its_variant() {
+        for slot in 0..Variant::COUNT {
+            assert_eq!(Variant::from_slot(slot).slot(), slot);
+        }
+    }
 
     #[test]
     fn scatter_apply_layout() {

@@ -41,7 +41,10 @@ pub use error::{Buffer, Error, Result};
 pub use jit::Listing;
 #[doc(hidden)]
 pub use jit::{live_code, LiveCode};
-pub use kernel::{set_engine_threads, set_parallel_grain, Geometry, Kernel, Prepared};
+pub use kernel::{
+    set_engine_threads, set_parallel_grain, set_specialize_after, Geometry, Kernel, Prepared,
+    SPECIALIZE_AFTER,
+};
 pub use scatterjit_ir as ir;
 pub use scatterjit_ir::{DType, KernelKey, Op, OpKind, Reduction, Tensor};
 pub use tensor::{overlaps, TensorView, TensorViewMut};

@@ -4,7 +4,7 @@
 //! picks the loop order and variant; [`schedule`] splits a pass over threads; [`call`] is
 //! the one entry into machine code; [`report`] turns a bad-index exit into the error.
 //! [`mean`] allocates the sums and counts that `mean`'s passes walk; [`compact`] checks
-//! GatherElements' wide indices into a narrow copy its apply reads; [`columns`] runs
+//! wide indices into a narrow copy the apply reads; [`columns`] runs
 //! Gathers along the last axis of wide rows in sorted order; [`prepared`] binds a
 //! call once and runs it on new buffers; [`memo`] keeps such bindings for the small
 //! geometries a kernel's ordinary calls repeat.
@@ -19,7 +19,9 @@ mod passes;
 mod prepared;
 mod report;
 mod schedule;
+mod tier;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use scatterjit_ir::{
@@ -37,6 +39,8 @@ use crate::tensor::{self, TensorView, TensorViewMut};
 
 pub use prepared::{Geometry, Prepared};
 pub use schedule::{set_engine_threads, set_parallel_grain};
+use tier::Demand;
+pub use tier::{set_specialize_after, SPECIALIZE_AFTER};
 
 /// A compiled kernel: native code for every pass of one [`KernelKey`]. Its code stays
 /// mapped as long as any handle (`Arc<Kernel>`) to it lives.
@@ -55,9 +59,18 @@ pub struct Kernel {
     code: [Option<Box<[OnceOk<Code>]>>; PassKind::ALL.len()],
     /// Per [`PassKind`], like `code`: where the pass's parameters go.
     layouts: [Option<ParamLayout>; PassKind::ALL.len()],
-    /// GatherElements with wide indices: the same op on indices compacted to each of
-    /// `compact::NARROW`, at its position there, compiled on first use. Which one a call
-    /// takes depends on its axis size, so one kernel may need both.
+    /// Per [`PassKind`]: the elements its ordinary calls have run on `Strided` code while
+    /// they wanted a specialized variant not yet compiled (see [`Kernel::entry`]).
+    rent: [AtomicU64; PassKind::ALL.len()],
+    /// Whether every call runs `Strided` code unless its binding needs a row variant (see
+    /// [`Kernel::stay_unspecialized`]).
+    unspecialized: AtomicBool,
+    /// Nanoseconds spent compiling on calls (see [`Kernel::first_use_compile_time`]).
+    first_use_nanos: AtomicU64,
+    /// GatherElements and ScatterElements (but `mean`) with wide indices: the same op on
+    /// indices compacted to each of `compact::NARROW`, at its position there, compiled on
+    /// first use. Which one a call takes depends on its axis size, so one kernel may need
+    /// both.
     compact: [OnceOk<Box<Kernel>>; compact::NARROW.len()],
     /// The bindings of the small geometries its calls repeat.
     memo: memo::Memo,
@@ -75,8 +88,14 @@ impl std::fmt::Debug for Kernel {
 
 impl Kernel {
     /// Compiles `key`: the passes that write through the index or into scratch (init,
-    /// apply, finish) for contiguous operands. The other passes and variants (strided
-    /// operands, the compiled copy and check) compile on first use. Prefer
+    /// apply, finish) in their `Strided` variant, which runs operands of any strides. The
+    /// other passes (the compiled copy and check) compile on first use, and so do the
+    /// variants specialized for a call's layout (contiguous rows, broadcast indices): on the
+    /// first call that brings their pass [`SPECIALIZE_AFTER`] elements of work, on the
+    /// call that brings the total of a pass's earlier calls there, or when a call is
+    /// prepared ([`Kernel::prepare`]) or repeats a small geometry. Until then the
+    /// `Strided` code runs: the same results, in fewer microseconds of compiling than a
+    /// specialized variant costs on calls too small to repay it. Prefer
     /// [`crate::KernelCache::get`], which compiles each key once.
     pub fn compile(key: KernelKey) -> Result<Kernel> {
         refuse_strings(&key)?;
@@ -93,13 +112,25 @@ impl Kernel {
             compact: Default::default(),
             memo: Default::default(),
             plan,
+            rent: Default::default(),
+            unspecialized: AtomicBool::new(false),
+            first_use_nanos: AtomicU64::new(0),
             compile_time: Duration::ZERO,
         };
-        for pass in [PassKind::Init, PassKind::Apply, PassKind::Finish] {
-            if kernel.plan.pass(pass).is_some() {
-                kernel.entry(pass, Variant::Contiguous, false)?;
-            }
+        let eager = |pass| match kernel.plan.pass(pass) {
+            Some(_) => kernel.compiled(pass, Variant::Strided, false).map(drop),
+            None => Ok(()),
+        };
+        let others = || eager(PassKind::Init).and_then(|()| eager(PassKind::Finish));
+        if kernel.plan.pass(PassKind::Init).is_some() {
+            // `mean`'s three passes: the apply beside the others, where the pool has a
+            // thread to spare (handing work to it costs tens of microseconds).
+            let (apply, others) = rayon::join(|| eager(PassKind::Apply), others);
+            apply.and(others)?;
+        } else {
+            eager(PassKind::Apply).and_then(|()| others())?;
         }
+        kernel.first_use_nanos.store(0, Ordering::Relaxed);
         Ok(Kernel {
             compile_time: start.elapsed(),
             ..kernel
@@ -121,18 +152,43 @@ impl Kernel {
         Ok(out)
     }
 
-    /// The code of `pass` in `variant` (its outermost loop `listed` or not), compiled now if
-    /// it is the first use.
-    fn entry(&self, pass: PassKind, variant: Variant, listed: bool) -> Result<PassFn> {
+    /// The code cell of `pass` in `variant`, its outermost loop `listed` or not.
+    fn slot(&self, pass: PassKind, variant: Variant, listed: bool) -> &OnceOk<Code> {
         let slots = self.code[pass.index()]
             .as_ref()
             .expect("callers ask only for planned passes");
-        let v = variant.slot() + usize::from(listed) * Variant::COUNT;
-        slots[v]
+        &slots[variant.slot() + usize::from(listed) * Variant::COUNT]
+    }
+
+    /// The code of `pass` in `variant`, compiled now if it is the first use.
+    fn compiled(&self, pass: PassKind, variant: Variant, listed: bool) -> Result<PassFn> {
+        self.slot(pass, variant, listed)
             .get_or_try_init(|| {
-                jit::compile(&self.plan, pass, variant, listed, false).map(|(code, _)| code)
+                let start = Instant::now();
+                let code = jit::compile(&self.plan, pass, variant, listed, false);
+                let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.first_use_nanos.fetch_add(nanos, Ordering::Relaxed);
+                code.map(|(code, _)| code)
             })
             .map(Code::entry)
+    }
+
+    /// The pass variants compiled so far, as `pass.variant` (`apply.contiguous`, and
+    /// `.listed` after the variant for the parallel engine's form), in pass and slot order.
+    #[doc(hidden)]
+    pub fn compiled_variants(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        for (pass, slots) in PassKind::ALL.iter().zip(&self.code) {
+            for (v, slot) in slots.iter().flat_map(|s| s.iter()).enumerate() {
+                if slot.get().is_none() {
+                    continue;
+                }
+                let variant = Variant::from_slot(v % Variant::COUNT);
+                let listed = if v >= Variant::COUNT { ".listed" } else { "" };
+                names.push(format!("{}.{}{listed}", pass.name(), variant.name()));
+            }
+        }
+        names
     }
 
     /// The parameter layout of `pass`.
@@ -159,9 +215,21 @@ impl Kernel {
         self.memo.kept()
     }
 
-    /// Wall time spent compiling it.
+    /// Wall time spent compiling it: the passes [`Kernel::compile`] compiles before it
+    /// returns.
     pub fn compile_time(&self) -> Duration {
         self.compile_time
+    }
+
+    /// Wall time its calls have spent compiling so far, in every thread together: the
+    /// passes and variants compiled on first use (see [`Kernel::compile`]), and the
+    /// kernels of the same op that read narrow copies of wide indices.
+    pub fn first_use_compile_time(&self) -> Duration {
+        let siblings = self.compact.iter().filter_map(OnceOk::get);
+        siblings.fold(
+            Duration::from_nanos(self.first_use_nanos.load(Ordering::Relaxed)),
+            |sum, sibling| sum + sibling.compile_time + sibling.first_use_compile_time(),
+        )
     }
 
     /// Validates operands against this kernel's key; returns the output shape.

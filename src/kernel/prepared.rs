@@ -12,7 +12,7 @@ use super::call::{enter, error_counters, on_stack};
 use super::passes::COPY_CHUNK;
 use super::report::{domain_position, Stop};
 use super::schedule::parallel_grain;
-use super::Kernel;
+use super::{Demand, Kernel};
 use crate::abi::{self, ParamLayout, STATUS_OK};
 use crate::check;
 use crate::error::{Error, Result};
@@ -274,10 +274,7 @@ impl Kernel {
             let layout = ParamLayout::of(nest);
             let (params, order) = bind(&key, nest, &layout, &ops, false);
             let variant = variant_of(&layout, &key, &params, &order);
-            let domain = params[..layout.depth]
-                .iter()
-                .try_fold(1i64, |acc, &d| acc.checked_mul(d))
-                .unwrap_or(i64::MAX);
+            let domain = i64::try_from(layout.domain_size(&params)).unwrap_or(i64::MAX);
             largest_domain = largest_domain.max(domain);
             let mut slots = [false; OPERAND_SLOTS];
             for (slot, raw) in ops.slots.iter().enumerate() {
@@ -286,7 +283,7 @@ impl Kernel {
             }
             steps.push(Step::Pass(Box::new(BoundPass {
                 pass,
-                entry: self.entry(pass, variant, false)?,
+                entry: self.entry(pass, variant, false, Demand::Repeated)?,
                 params,
                 slots,
                 layout,

@@ -11,7 +11,7 @@ use scatterjit_ir::{checked_numel, Combine, KernelKey, LoopNest, OpKind, Operand
 use super::bind::{bind, variant_of, Operands};
 use super::call::{pointers, Call};
 use super::report::{domain_position, Stop};
-use super::Kernel;
+use super::{Demand, Kernel};
 use crate::abi::{self, ParamLayout, Variant};
 use crate::engine::{self, Buckets};
 use crate::partials;
@@ -305,6 +305,7 @@ impl Kernel {
             pass,
             variant_of(layout, &self.plan.key, &params, &order),
             false,
+            Demand::Once(layout.domain_size(&params)),
         )?;
         let call = Call {
             entry,
@@ -393,7 +394,12 @@ impl Kernel {
             _ => variant_of(layout, &self.plan.key, &params, &order),
         };
         let call = Call {
-            entry: self.entry(pass, variant, true)?,
+            entry: self.entry(
+                pass,
+                variant,
+                true,
+                Demand::Once(layout.domain_size(&params)),
+            )?,
             pointers: pointers(ops),
             params,
         };

@@ -8,14 +8,15 @@
 //!
 //! Not a stable API: the byte layouts change whenever the targets do.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use scatterjit::ir::{
     checked_nbytes, checked_numel, interp, normalize_axis, unravel, DType, Error as IrError,
     KernelKey, Meta, Op, OpKind, Operand, Plan, Reduction, Tensor, Validated, MAX_RANK,
 };
 
-use scatterjit::{Error, KernelCache, TensorView, TensorViewMut};
+use scatterjit::{Error, Kernel, KernelCache, TensorView, TensorViewMut};
 
 use crate::values::{self, same_values, Sample};
 
@@ -474,13 +475,16 @@ pub(crate) fn hold_every_key() {
 }
 
 /// Pools of 1 and 3 threads, with the parallel grain lowered (process-wide) to 2 elements
-/// so that small problems are split too, and the engine spreading its buckets from 2
-/// threads, so that the 3-thread pool runs them in parallel.
+/// so that small problems are split too, the engine spreading its buckets from 2
+/// threads, so that the 3-thread pool runs them in parallel, and passes specializing from
+/// their first call, so that small problems run the specialized variants (the `Strided`
+/// code they would run first is [`unspecialized`]'s).
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     static POOLS: OnceLock<[rayon::ThreadPool; 2]> = OnceLock::new();
     POOLS.get_or_init(|| {
         scatterjit::set_parallel_grain(2);
         scatterjit::set_engine_threads(2);
+        scatterjit::set_specialize_after(0);
         let pool = |n| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
@@ -489,6 +493,25 @@ pub fn pools() -> &'static [rayon::ThreadPool; 2] {
         };
         [pool(1), pool(3)]
     })
+}
+
+/// The kernel of `key` that runs `Strided` code wherever a binding allows it
+/// ([`Kernel::stay_unspecialized`]): the code every call runs before its pass specializes.
+/// One per key for the process, beside the global cache's.
+pub fn unspecialized(key: &KernelKey) -> scatterjit::Result<Arc<Kernel>> {
+    static KERNELS: OnceLock<Mutex<HashMap<KernelKey, Arc<Kernel>>>> = OnceLock::new();
+    let kernels = KERNELS.get_or_init(Default::default);
+    if let Some(kernel) = kernels.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
+        return Ok(Arc::clone(kernel));
+    }
+    let kernel = Arc::new(Kernel::compile(*key)?);
+    kernel.stay_unspecialized();
+    let mut kernels = kernels.lock().unwrap_or_else(|e| e.into_inner());
+    // As many as the global cache holds in a fuzz run (their code stays mapped).
+    if kernels.len() >= KEYS_HELD {
+        kernels.clear();
+    }
+    Ok(Arc::clone(kernels.entry(*key).or_insert(kernel)))
 }
 
 fn show(t: &Tensor) -> String {
@@ -563,7 +586,22 @@ pub fn agree(
         (Err(a), Err(b)) if a == b => {}
         _ => return Err(format!("{key}: 3 threads gave {three:?}, 1 thread {one:?}")),
     }
-    agree_with("kernel.run", one)?;
+    agree_with("kernel.run", one.clone())?;
+
+    // 1b. The same on the `Strided` code calls run before their passes specialize.
+    let plain = unspecialized(&key).map_err(|e| format!("compile {key}: {e}"))?;
+    for pool in pools() {
+        let got = pool.install(|| plain.run(data, indices, updates));
+        match (&one, &got) {
+            (Ok(a), Ok(b)) if a.bytes() == b.bytes() => {}
+            (Err(a), Err(b)) if a == b => {}
+            _ => {
+                return Err(format!(
+                    "{key}: the Strided code gave {got:?}, the specialized {one:?}"
+                ))
+            }
+        }
+    }
 
     // 2. Into a strided, garbage-filled output buffer.
     let zeros = Tensor::zeros(key.dtype(), validated.out_shape.clone())

@@ -86,8 +86,11 @@ pub struct Row {
     pub shapes: (Vec<usize>, Vec<usize>),
     /// Essential traffic in bytes (data + indices + updates + output).
     pub bytes: usize,
-    /// Median of fresh compiles of the kernel (all passes).
+    /// Median of fresh compiles of the kernel (what [`Kernel::compile`] compiles).
     pub compile: Duration,
+    /// What the first calls (on 1 and N threads, at this size) compiled on first use: the
+    /// check and copy passes and the variants specialized for the layout.
+    pub first_use_compile: Duration,
     /// Per engine, in [`ENGINES`] order.
     pub timings: [Timing; 4],
 }
@@ -194,7 +197,7 @@ fn run_workload(
     step("compiling");
     let mut compiles: Vec<Duration> = Vec::new();
     let mut kernel = None;
-    for _ in 0..if options.quick { 3 } else { 7 } {
+    for _ in 0..if options.quick { 5 } else { 21 } {
         let k = Kernel::compile(key)?;
         compiles.push(k.compile_time());
         kernel = Some(k);
@@ -221,6 +224,7 @@ fn run_workload(
             )
         })?;
     }
+    let first_use_compile = kernel.first_use_compile_time();
     for (engine, out) in ENGINES.iter().zip(&outs) {
         if out.bytes() != expected.bytes() {
             return Err(Error::Run(format!(
@@ -305,6 +309,7 @@ fn run_workload(
         shapes: (p.data.shape().to_vec(), p.indices.shape().to_vec()),
         bytes: p.traffic_bytes(expected.bytes().len()),
         compile: compiles[compiles.len() / 2],
+        first_use_compile,
         timings,
     })
 }

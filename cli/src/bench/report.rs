@@ -62,6 +62,7 @@ pub fn table(report: &Report) -> String {
         "jit x1 vs interp".to_string(),
         format!("jit x{} vs x1", report.threads),
         "compile us".to_string(),
+        "1st calls compile us".to_string(),
     ]);
     let mut lines = vec![header];
     for row in &report.rows {
@@ -76,6 +77,7 @@ pub fn table(report: &Report) -> String {
         cells.push(format!("{:.1}x", row.speedup(0, 1)));
         cells.push(format!("{:.2}x", row.speedup(1, 2)));
         cells.push(format!("{:.0}", row.compile.as_secs_f64() * 1e6));
+        cells.push(format!("{:.0}", row.first_use_compile.as_secs_f64() * 1e6));
         lines.push(cells);
     }
     let widths: Vec<usize> = (0..lines[0].len())
@@ -159,6 +161,11 @@ pub fn json(report: &Report) -> String {
         let _ = writeln!(out, "      \"indices\": {},", json_dims(&row.shapes.1));
         let _ = writeln!(out, "      \"bytes\": {},", row.bytes);
         let _ = writeln!(out, "      \"compile_s\": {:e},", row.compile.as_secs_f64());
+        let _ = writeln!(
+            out,
+            "      \"first_use_compile_s\": {:e},",
+            row.first_use_compile.as_secs_f64()
+        );
         out.push_str("      \"engines\": {\n");
         for (e, name) in names.iter().enumerate() {
             let t = &row.timings[e];
