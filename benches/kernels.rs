@@ -1,6 +1,7 @@
 //! Criterion benchmarks of scatterjit, in three groups:
 //!
-//! - `compile/<key>`: compiling one kernel from scratch (`Kernel::compile`), all passes.
+//! - `compile/<key>`: compiling one kernel from scratch (`Kernel::compile`: the `Strided`
+//!   code of the passes that write; the rest compiles on first use).
 //! - `cache_hit/<key>`: `KernelCache::get` on a warm cache.
 //! - `workload/<key>/<engine>`: each workload of the standard suite at a small size
 //!   (`scatterjit_testkit::suite`), run by the JIT out of place (`jit_run`), by the JIT into

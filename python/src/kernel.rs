@@ -36,10 +36,17 @@ impl PyKernel {
         self.inner.key().to_string()
     }
 
-    /// Seconds spent compiling this kernel's first passes.
+    /// Seconds spent compiling this kernel's first passes: the code that runs any strides.
     #[getter]
     fn compile_time(&self) -> f64 {
         self.inner.compile_time().as_secs_f64()
+    }
+
+    /// Seconds its calls have spent compiling so far: the passes and the variants
+    /// specialized for their layouts, compiled once their work repays it.
+    #[getter]
+    fn first_use_compile_time(&self) -> f64 {
+        self.inner.first_use_compile_time().as_secs_f64()
     }
 
     /// How the key is compiled: the op IR's loop nests, then for every pass the CLIF as

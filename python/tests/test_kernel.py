@@ -10,6 +10,18 @@ import scatterjit
 from conftest import reference_scatter, same, values
 
 
+def test_a_large_call_compiles_a_variant_for_its_layout(rng):
+    # A fresh key, so that no earlier test has compiled its variants.
+    k = scatterjit.kernel("scatter_elements.f64.u16.r2.a1.max")
+    before = k.first_use_compile_time
+    data = values(rng, np.dtype(np.float64), (300, 1024))
+    index = rng.integers(0, 1024, (300, 1024)).astype(np.uint16)
+    updates = values(rng, np.dtype(np.float64), (300, 1024))
+    expected = reference_scatter(data, index, updates, 1, "max", True)
+    same(k.run(data, index, updates), expected)
+    assert k.first_use_compile_time > before
+
+
 def test_kernel_object(rng):
     k = scatterjit.kernel("scatter_elements.f32.i64.r2.a1.add")
     assert k.key == "scatter_elements.f32.i64.r2.a1.add"
@@ -25,6 +37,7 @@ def test_kernel_object(rng):
     out = np.empty_like(data)
     assert k.run_into(out, data, index, updates) is out
     same(out, expected)
+    assert k.first_use_compile_time >= 0.0
     target = data.copy()
     assert k.scatter_in_place(target, index, updates) is target
     same(target, expected)
