@@ -145,16 +145,27 @@ pub fn scatter_(
         .scatter_in_place_validated(data, index, src)
 }
 
-/// Describes how `key` is compiled: the op IR's loop nests, then for every pass the CLIF as
-/// built, the CLIF after optimization, and the machine code.
+/// Describes how `key` is compiled: the op IR's loop nests, then for every pass and each
+/// variant of its innermost loop (`strided`, `contiguous`, and `touched` where the pass
+/// reads lines ahead) the CLIF as built, the CLIF after optimization, and the machine
+/// code.
 pub fn explain(key: &KernelKey) -> Result<String> {
     let mut text = String::new();
     let _ = writeln!(text, "== op IR\n{}", Plan::new(*key));
     for listing in Kernel::listings(*key)? {
         let pass = listing.pass.map_or("?", |p| p.name());
-        let _ = writeln!(text, "== {pass}: CLIF as built\n{}", listing.clif);
-        let _ = writeln!(text, "== {pass}: CLIF optimized\n{}", listing.optimized);
-        let _ = writeln!(text, "== {pass}: machine code\n{}", listing.asm);
+        let variant = &listing.variant;
+        let _ = writeln!(
+            text,
+            "== {pass} ({variant}): CLIF as built\n{}",
+            listing.clif
+        );
+        let _ = writeln!(
+            text,
+            "== {pass} ({variant}): CLIF optimized\n{}",
+            listing.optimized
+        );
+        let _ = writeln!(text, "== {pass} ({variant}): machine code\n{}", listing.asm);
     }
     Ok(text)
 }

@@ -137,14 +137,20 @@ impl Kernel {
         })
     }
 
-    /// Compiles every pass of `key` in both variants and returns their text: CLIF as
-    /// built, CLIF optimized, machine code.
+    /// Compiles every pass of `key` in the `Strided` and `Contiguous` variants, and in
+    /// `Touched` where the pass reads lines ahead, and returns their text: CLIF as built,
+    /// CLIF optimized, machine code.
     pub fn listings(key: KernelKey) -> Result<Vec<Listing>> {
         refuse_strings(&key)?;
         let plan = Plan::new(key);
         let mut out = Vec::new();
         for nest in &plan.passes {
-            for variant in Variant::ALL {
+            // `Touched` where the pass has a line to read ahead (see `ParamLayout::read_ahead`).
+            let touched = ParamLayout::of(nest).read_ahead != 0;
+            let variants = Variant::ALL
+                .into_iter()
+                .chain(touched.then_some(Variant::Touched));
+            for variant in variants {
                 let (_, listing) = jit::compile(&plan, nest.pass, variant, false, true)?;
                 out.extend(listing);
             }
