@@ -22,8 +22,9 @@ pub(crate) enum Demand {
 }
 
 /// The elements of work after which a pass's specialized variant is compiled (see
-/// [`Kernel::compile`]): a specialized variant costs about 100 to 250 us to compile, and
-/// saves about a nanosecond per element or more.
+/// [`Kernel::compile`]): a specialized variant costs about 100 to 250 us to compile and
+/// saves 0.2 to 1.2 ns per element (`examples/tiers.rs`), so it has repaid its compile
+/// after 130,000 to 1,300,000 elements.
 pub const SPECIALIZE_AFTER: u64 = 1 << 18;
 
 static SPECIALIZE_AFTER_NOW: AtomicU64 = AtomicU64::new(SPECIALIZE_AFTER);
