@@ -26,7 +26,8 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
         dtype,
         T => {
             let signed = T::MIN != 0;
-            let size = std::mem::size_of::<T>();
+            // A constant, so that each loop steps by a known width and vectorizes.
+            const SIZE: usize = std::mem::size_of::<T>();
             let read = |e: &[u8]| T::from_le_bytes(e.try_into().expect("one element"));
             let (bias, limit) = if signed {
                 (s as u64, (s as u64).wrapping_mul(2))
@@ -45,20 +46,20 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
             };
             let block_bad = |block: &[u8]| {
                 if s <= FAST_UP_TO {
-                    block.chunks_exact(size).fold(0u64, |acc, e| acc | flags(e)) >> 63 != 0
+                    block.chunks_exact(SIZE).fold(0u64, |acc, e| acc | flags(e)) >> 63 != 0
                 } else {
-                    block.chunks_exact(size).any(bad)
+                    block.chunks_exact(SIZE).any(bad)
                 }
             };
-            let first_block = if bytes.len() / size >= PARALLEL_FROM {
-                bytes.par_chunks(BLOCK * size).position_first(block_bad)
+            let first_block = if bytes.len() / SIZE >= PARALLEL_FROM {
+                bytes.par_chunks(BLOCK * SIZE).position_first(block_bad)
             } else {
-                bytes.chunks(BLOCK * size).position(block_bad)
+                bytes.chunks(BLOCK * SIZE).position(block_bad)
             };
             first_block.map(|n| {
-                let block = &bytes[n * BLOCK * size..];
+                let block = &bytes[n * BLOCK * SIZE..];
                 let at = block
-                    .chunks_exact(size)
+                    .chunks_exact(SIZE)
                     .position(bad)
                     .expect("the block holds a bad index");
                 n * BLOCK + at
@@ -92,7 +93,8 @@ fn compact_as<const W: usize>(dtype: DType, bytes: &[u8], s: usize, out: &mut [u
         dtype,
         T => {
             let signed = T::MIN != 0;
-            let size = std::mem::size_of::<T>();
+            // A constant, so that each loop steps by a known width and vectorizes.
+            const SIZE: usize = std::mem::size_of::<T>();
             let (bias, limit) = if signed {
                 (s as u64, (s as u64).wrapping_mul(2))
             } else {
@@ -102,7 +104,7 @@ fn compact_as<const W: usize>(dtype: DType, bytes: &[u8], s: usize, out: &mut [u
             #[allow(clippy::unnecessary_cast)]
             let block_ok = |(from, to): (&[u8], &mut [u8])| {
                 let mut flags = 0u64;
-                for (e, o) in from.chunks_exact(size).zip(to.chunks_exact_mut(W)) {
+                for (e, o) in from.chunks_exact(SIZE).zip(to.chunks_exact_mut(W)) {
                     let k = T::from_le_bytes(e.try_into().expect("one element")) as i64;
                     let u = (k as u64).wrapping_add(bias);
                     flags |= !u.wrapping_sub(limit) | u;
@@ -113,13 +115,13 @@ fn compact_as<const W: usize>(dtype: DType, bytes: &[u8], s: usize, out: &mut [u
                 }
                 flags >> 63 == 0
             };
-            if bytes.len() / size >= PARALLEL_FROM {
+            if bytes.len() / SIZE >= PARALLEL_FROM {
                 bytes
-                    .par_chunks(BLOCK * size)
+                    .par_chunks(BLOCK * SIZE)
                     .zip(out.par_chunks_mut(BLOCK * W))
                     .all(block_ok)
             } else {
-                bytes.chunks(BLOCK * size).zip(out.chunks_mut(BLOCK * W)).all(block_ok)
+                bytes.chunks(BLOCK * SIZE).zip(out.chunks_mut(BLOCK * W)).all(block_ok)
             }
         },
         _ => unreachable!("validation admits only integer index dtypes"),
