@@ -40,10 +40,10 @@ pub fn set_specialize_after(elements: u64) {
 impl Kernel {
     /// The code a call of `pass` bound for `variant` (its outermost loop `listed` or not)
     /// runs, compiled now if it is the first use: `variant` itself where it is compiled
-    /// already, where the binding needs it ([`ParamLayout::binds_rows`]), and where the
-    /// call's `demand` repays compiling it; `Strided` code otherwise. An ordinary call
-    /// repays it when its work, added to what the pass's earlier calls ran on `Strided`
-    /// code while they wanted a variant, reaches [`SPECIALIZE_AFTER`] elements.
+    /// already, where the binding needs it ([`crate::abi::ParamLayout::binds_rows`]), and
+    /// where the call's `demand` repays compiling it; `Strided` code otherwise. An
+    /// ordinary call repays it when its work, added to what the pass's earlier calls ran on
+    /// `Strided` code while they wanted a variant, reaches [`SPECIALIZE_AFTER`] elements.
     pub(super) fn entry(
         &self,
         pass: PassKind,
