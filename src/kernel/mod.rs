@@ -117,18 +117,12 @@ impl Kernel {
             first_use_nanos: AtomicU64::new(0),
             compile_time: Duration::ZERO,
         };
-        let eager = |pass| match kernel.plan.pass(pass) {
-            Some(_) => kernel.compiled(pass, Variant::Strided, false).map(drop),
-            None => Ok(()),
-        };
-        let others = || eager(PassKind::Init).and_then(|()| eager(PassKind::Finish));
-        if kernel.plan.pass(PassKind::Init).is_some() {
-            // `mean`'s three passes: the apply beside the others, where the pool has a
-            // thread to spare (handing work to it costs tens of microseconds).
-            let (apply, others) = rayon::join(|| eager(PassKind::Apply), others);
-            apply.and(others)?;
-        } else {
-            eager(PassKind::Apply).and_then(|()| others())?;
+        // One pass after another on the calling thread: a compile may run under a lock (the
+        // cache's slot), where waiting on the rayon pool could run a task that takes it.
+        for pass in [PassKind::Init, PassKind::Apply, PassKind::Finish] {
+            if kernel.plan.pass(pass).is_some() {
+                kernel.compiled(pass, Variant::Strided, false)?;
+            }
         }
         kernel.first_use_nanos.store(0, Ordering::Relaxed);
         Ok(Kernel {
