@@ -111,7 +111,8 @@ impl Variant {
         }
     }
 
-    /// The variant at `slot` (see [`Variant::slot`]).
+    /// The variant at `slot` (see [`Variant::slot`]), for tests that list compiled code.
+    #[cfg(test)]
     pub(crate) const fn from_slot(slot: usize) -> Variant {
         match slot {
             0 => Variant::Strided,

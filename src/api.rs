@@ -154,18 +154,10 @@ pub fn explain(key: &KernelKey) -> Result<String> {
     let _ = writeln!(text, "== op IR\n{}", Plan::new(*key));
     for listing in Kernel::listings(*key)? {
         let pass = listing.pass.map_or("?", |p| p.name());
-        let variant = &listing.variant;
-        let _ = writeln!(
-            text,
-            "== {pass} ({variant}): CLIF as built\n{}",
-            listing.clif
-        );
-        let _ = writeln!(
-            text,
-            "== {pass} ({variant}): CLIF optimized\n{}",
-            listing.optimized
-        );
-        let _ = writeln!(text, "== {pass} ({variant}): machine code\n{}", listing.asm);
+        let head = format!("== {pass} ({})", listing.variant);
+        let _ = writeln!(text, "{head}: CLIF as built\n{}", listing.clif);
+        let _ = writeln!(text, "{head}: CLIF optimized\n{}", listing.optimized);
+        let _ = writeln!(text, "{head}: machine code\n{}", listing.asm);
     }
     Ok(text)
 }

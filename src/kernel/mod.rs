@@ -124,6 +124,7 @@ impl Kernel {
                 kernel.compiled(pass, Variant::Strided, false)?;
             }
         }
+        // `compiled` counted the eager passes as first-use time: they are `compile_time`.
         kernel.first_use_nanos.store(0, Ordering::Relaxed);
         Ok(Kernel {
             compile_time: start.elapsed(),
@@ -174,9 +175,10 @@ impl Kernel {
     }
 
     /// The pass variants compiled so far, as `pass.variant` (`apply.contiguous`, and
-    /// `.listed` after the variant for the parallel engine's form), in pass and slot order.
-    #[doc(hidden)]
-    pub fn compiled_variants(&self) -> Vec<String> {
+    /// `.listed` after the variant for the parallel engine's form), in pass and slot order;
+    /// for tests of which code calls compile.
+    #[cfg(test)]
+    pub(super) fn compiled_variants(&self) -> Vec<String> {
         let mut names = Vec::new();
         for (pass, slots) in PassKind::ALL.iter().zip(&self.code) {
             for (v, slot) in slots.iter().flat_map(|s| s.iter()).enumerate() {
