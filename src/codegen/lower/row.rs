@@ -48,12 +48,19 @@ impl Lowering<'_, '_> {
             // destination across the features): if it is, combine whole rows.
             Some(ix) if self.rows_can_be_uniform() => {
                 let first = self.load_index(ptrs[ix]);
-                let uniform = self.row_is_uniform(ptrs[ix], first);
-                let (whole, each, exit) = (
+                let (scan, whole, each, exit) = (
+                    self.b.create_block(),
                     self.b.create_block(),
                     self.b.create_block(),
                     self.b.create_block(),
                 );
+                // Most rows that are not uniform differ at their ends: one compare spares
+                // them the scan.
+                let last = self.last_index(ptrs[ix]);
+                let ends_equal = self.b.ins().icmp(IntCC::Equal, first, last);
+                self.b.ins().brif(ends_equal, scan, &[], each, &[]);
+                self.b.switch_to_block(scan);
+                let uniform = self.row_is_uniform(ptrs[ix], first);
                 self.b.ins().brif(uniform, whole, &[], each, &[]);
                 self.b.switch_to_block(whole);
                 let k = self.check_index(first);
@@ -61,8 +68,8 @@ impl Lowering<'_, '_> {
                 self.row(&bases);
                 self.b.ins().jump(exit, &[]);
                 self.b.switch_to_block(each);
-                // The fallback for rows that are not uniform: kept short to compile fast.
-                self.elements(ptrs, counter, 1);
+                let unroll = self.unroll();
+                self.elements(ptrs, counter, unroll);
                 self.b.ins().jump(exit, &[]);
                 self.b.switch_to_block(exit);
             }
@@ -294,6 +301,17 @@ impl Lowering<'_, '_> {
         } else {
             1
         }
+    }
+
+    /// The raw last index of the row at `at` (rows are never empty: a pass with an empty
+    /// dim returns before its loops).
+    fn last_index(&mut self, at: Value) -> Value {
+        let dim = self.inner_dim.expect("set on entering the innermost loop");
+        let shift = self.key.index_dtype().size().trailing_zeros() as i64;
+        let last = self.b.ins().iadd_imm_s(dim, -1);
+        let offset = self.b.ins().ishl_imm_s(last, shift);
+        let p = self.b.ins().iadd(at, offset);
+        self.load_index(p)
     }
 
     /// Whether every index of the row at `at` equals `first` (raw bits): 16 bytes at a
