@@ -82,7 +82,8 @@ pub struct KernelCache {
     lookups: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
-    compile_nanos: AtomicU64,
+    /// Shared with every kernel this cache compiled, which adds its later compiles.
+    compile_nanos: Arc<AtomicU64>,
 }
 
 /// Counters of a [`KernelCache`].
@@ -94,7 +95,10 @@ pub struct CacheStats {
     pub misses: u64,
     /// Kernels dropped to make room for another key.
     pub evictions: u64,
-    /// Total time spent compiling.
+    /// Total wall time spent compiling its kernels, in every thread together: each
+    /// kernel's [`Kernel::compile_time`](crate::Kernel::compile_time), and what its calls
+    /// have compiled since ([`Kernel::first_use_compile_time`](crate::Kernel::first_use_compile_time)),
+    /// after eviction too.
     pub compile_time: Duration,
     /// Kernels held.
     pub kernels: usize,
@@ -125,7 +129,7 @@ impl KernelCache {
             lookups: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
-            compile_nanos: AtomicU64::new(0),
+            compile_nanos: Arc::default(),
         }
     }
 
@@ -170,9 +174,8 @@ impl KernelCache {
         };
         let kernel = slot.kernel.get_or_try_init(|| -> Result<_> {
             self.misses.fetch_add(1, Ordering::Relaxed);
-            let kernel = compile(key)?;
-            let nanos = u64::try_from(kernel.compile_time().as_nanos()).unwrap_or(u64::MAX);
-            self.compile_nanos.fetch_add(nanos, Ordering::Relaxed);
+            let mut kernel = compile(key)?;
+            kernel.count_compiles_into(Arc::clone(&self.compile_nanos));
             Ok(Arc::new(kernel))
         })?;
         Ok(kernel.clone())
@@ -281,6 +284,29 @@ mod tests {
         assert!(cache.get(&key).is_ok(), "the next use compiles again");
         let stats = cache.stats();
         assert_eq!((stats.misses, stats.kernels), (2, 1));
+    }
+
+    #[test]
+    fn compile_time_counts_what_calls_compile_later_even_after_eviction() {
+        let cache = KernelCache::with_capacity(1);
+        let kernel = cache.get(&key(DType::F32)).unwrap();
+        assert_eq!(cache.stats().compile_time, kernel.compile_time());
+        // Preparing compiles the variant for the prepared layout now.
+        let g = crate::Geometry::row_major(&[2, 3, 4]);
+        kernel.prepare(&g, &g, &g, Some(&g)).unwrap();
+        let later = kernel.first_use_compile_time();
+        assert!(later > Duration::ZERO);
+        assert_eq!(cache.stats().compile_time, kernel.compile_time() + later);
+        let other = cache.get(&key(DType::I32)).unwrap();
+        assert_eq!(cache.stats().evictions, 1);
+        // An evicted kernel's calls still compile, and the cache counts them.
+        let broadcast = crate::Geometry::new(&[2, 3, 4], &[3, 1, 0], 0);
+        kernel.prepare(&g, &g, &broadcast, Some(&g)).unwrap();
+        assert!(kernel.first_use_compile_time() > later);
+        assert_eq!(
+            cache.stats().compile_time,
+            kernel.compile_time() + kernel.first_use_compile_time() + other.compile_time()
+        );
     }
 
     #[test]

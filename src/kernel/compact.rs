@@ -4,7 +4,7 @@
 //! copy. The indices are then read once from their own memory, not twice: the copy is a
 //! quarter (or half) of their bytes.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use scatterjit_ir::{DType, KernelKey, OpKind, Operand, PassKind};
 
@@ -154,7 +154,11 @@ impl Kernel {
                 ),
                 _ => KernelKey::gather_elements(key.dtype(), to, rank, axis),
             }?;
-            Kernel::compile(narrow).map(Box::new)
+            let mut sibling = Kernel::compile(narrow)?;
+            if let Some(counter) = &self.compile_counter {
+                sibling.count_compiles_into(Arc::clone(counter));
+            }
+            Ok::<_, crate::Error>(Box::new(sibling))
         })?;
         Ok(Some(Compacted {
             sibling,

@@ -22,6 +22,7 @@ mod schedule;
 mod tier;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use scatterjit_ir::{
@@ -67,6 +68,9 @@ pub struct Kernel {
     unspecialized: AtomicBool,
     /// Nanoseconds spent compiling on calls (see [`Kernel::first_use_compile_time`]).
     first_use_nanos: AtomicU64,
+    /// Where the cache that compiled it counts every compile, later ones included (see
+    /// [`crate::CacheStats::compile_time`]).
+    compile_counter: Option<Arc<AtomicU64>>,
     /// GatherElements and ScatterElements (but `mean`) with wide indices: the same op on
     /// indices compacted to each of `compact::NARROW`, at its position there, compiled on
     /// first use. Which one a call takes depends on its axis size, so one kernel may need
@@ -115,6 +119,7 @@ impl Kernel {
             rent: Default::default(),
             unspecialized: AtomicBool::new(false),
             first_use_nanos: AtomicU64::new(0),
+            compile_counter: None,
             compile_time: Duration::ZERO,
         };
         // One pass after another on the calling thread: a compile may run under a lock (the
@@ -167,11 +172,26 @@ impl Kernel {
             .get_or_try_init(|| {
                 let start = Instant::now();
                 let code = jit::compile(&self.plan, pass, variant, listed, false);
-                let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                let nanos = nanos_of(start.elapsed());
                 self.first_use_nanos.fetch_add(nanos, Ordering::Relaxed);
+                self.count_compile(nanos);
                 code.map(|(code, _)| code)
             })
             .map(Code::entry)
+    }
+
+    /// Makes this kernel, compiled by a cache, count its compile time and every later
+    /// compile of its calls (and of its compact siblings) into `counter` too.
+    pub(crate) fn count_compiles_into(&mut self, counter: Arc<AtomicU64>) {
+        self.compile_counter = Some(counter);
+        self.count_compile(nanos_of(self.compile_time));
+    }
+
+    /// Adds `nanos` of compiling to the counter of the cache that compiled this kernel.
+    fn count_compile(&self, nanos: u64) {
+        if let Some(counter) = &self.compile_counter {
+            counter.fetch_add(nanos, Ordering::Relaxed);
+        }
     }
 
     /// The pass variants compiled so far, as `pass.variant` (`apply.contiguous`, and
@@ -461,6 +481,11 @@ impl Kernel {
 
 /// A way to run an in-place scatter on its operands (data, indices, updates).
 type InPlace = fn(&Kernel, &mut TensorViewMut<'_>, &TensorView<'_>, &TensorView<'_>) -> Result<()>;
+
+/// `d` in whole nanoseconds (saturating; a u64 holds 584 years).
+fn nanos_of(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// Kernels move bytes; strings have none (see [`Kernel`]).
 fn refuse_strings(key: &KernelKey) -> Result<()> {
