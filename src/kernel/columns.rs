@@ -30,7 +30,8 @@ const MIN_PICKS: usize = 16;
 const MAX_PICKS: usize = 1 << 16;
 
 /// A row's picks: element offsets in a data row, in increasing order; per pick in the
-/// index's order, where it sits among them and its element offset in an output row.
+/// index's order, where it sits among them (`rank`, a permutation of `0..count`, which
+/// `move_row`'s unchecked reads rely on) and its element offset in an output row.
 struct Order {
     reads: Vec<isize>,
     rank: Vec<usize>,
@@ -199,12 +200,33 @@ fn move_row(size: usize, data: &[u8], start: isize, order: &Order, buffer: &mut 
         buffer: &mut [u8],
         to: Row<'_>,
     ) {
+        let count = order.reads.len();
+        // The sorted reads' first and last bound all of them: checked once per row, so
+        // that no pick pays a check of its own (which took about half of each pick's
+        // instructions).
+        let inside = |read: isize| {
+            let at = start + read;
+            at >= 0 && (at as usize + 1) * N <= data.len()
+        };
+        assert!(
+            count > 0 && inside(order.reads[0]) && inside(order.reads[count - 1]),
+            "a row's picks lie inside data"
+        );
+        assert_eq!(buffer.len(), count * N, "the buffer holds one row of picks");
         for (element, &read) in buffer.chunks_exact_mut(N).zip(&order.reads) {
-            // A position of the view: inside its buffer.
-            let at = (start + read) as usize * N;
-            element.copy_from_slice(&data[at..at + N]);
+            // SAFETY: `reads` is sorted, so `start + read` lies between the first and the
+            // last read's elements, whose N bytes were checked above to lie inside `data`.
+            let from = unsafe {
+                std::slice::from_raw_parts(data.as_ptr().offset((start + read) * N as isize), N)
+            };
+            element.copy_from_slice(from);
         }
-        let picked = |rank: usize| &buffer[rank * N..(rank + 1) * N];
+        let picked = |rank: usize| {
+            debug_assert!(rank < count);
+            // SAFETY: `rank` is a permutation of 0..count (see `Kernel::order`) and `buffer`
+            // holds `count` elements of N bytes (checked above).
+            unsafe { std::slice::from_raw_parts(buffer.as_ptr().add(rank * N), N) }
+        };
         match to {
             Row::Dense(row) => {
                 for (element, &rank) in row.chunks_exact_mut(N).zip(&order.rank) {
