@@ -35,8 +35,8 @@ impl Lowering<'_, '_> {
         debug_assert_eq!(abi::accesses(self.nest).count(), ptrs.len());
         let k = self.nest.index.as_ref().map(|index| {
             let at = self.address(ptrs, index.operand, None);
-            let raw = self.load_index(at);
-            self.check_index(raw)
+            let wide = self.load_wide_index(at);
+            self.check_wide_index(wide)
         });
         self.combine(ptrs, k);
     }
@@ -47,16 +47,38 @@ impl Lowering<'_, '_> {
         self.b.ins().load(raw_type(size), data_flags(), at, 0)
     }
 
+    /// Loads the index at `at` widened to i64 (sign- or zero-extended as its dtype says) by
+    /// the load itself: a narrow load and an extend were two instructions on x86-64.
+    fn load_wide_index(&mut self, at: Value) -> Value {
+        let index_dtype = self.key.index_dtype();
+        let flags = data_flags();
+        let ins = self.b.ins();
+        match (index_dtype.size(), index_dtype.is_signed_integer()) {
+            (1, true) => ins.sload8(types::I64, flags, at, 0),
+            (1, false) => ins.uload8(types::I64, flags, at, 0),
+            (2, true) => ins.sload16(types::I64, flags, at, 0),
+            (2, false) => ins.uload16(types::I64, flags, at, 0),
+            (4, true) => ins.sload32(flags, at, 0),
+            (4, false) => ins.uload32(flags, at, 0),
+            _ => ins.load(types::I64, flags, at, 0),
+        }
+    }
+
     /// Widens a raw index to i64, normalizes it and branches to `bad` unless it is in
     /// `[0, s)`; returns the normalized index.
     pub(super) fn check_index(&mut self, raw: Value) -> Value {
         let index_dtype = self.key.index_dtype();
-        let signed = index_dtype.is_signed_integer();
-        let wide = match (index_dtype.size(), signed) {
+        let wide = match (index_dtype.size(), index_dtype.is_signed_integer()) {
             (8, _) => raw,
             (_, true) => self.b.ins().sextend(types::I64, raw),
             (_, false) => self.b.ins().uextend(types::I64, raw),
         };
+        self.check_wide_index(wide)
+    }
+
+    /// [`Self::check_index`] of an index already widened to i64.
+    fn check_wide_index(&mut self, wide: Value) -> Value {
+        let signed = self.key.index_dtype().is_signed_integer();
         let bound = self.bound.expect("a nest that reads an index has a bound");
         // Negative k becomes k + s without a branch; the unsigned compare then rejects
         // anything outside [0, s), including what is still negative (k < -s).
