@@ -205,8 +205,11 @@ fn move_row(size: usize, data: &[u8], start: isize, order: &Order, buffer: &mut 
         // that no pick pays a check of its own (which took about half of each pick's
         // instructions).
         let inside = |read: isize| {
-            let at = start + read;
-            at >= 0 && (at as usize + 1) * N <= data.len()
+            let end = usize::try_from(start + read)
+                .ok()
+                .and_then(|at| at.checked_add(1));
+            end.and_then(|end| end.checked_mul(N))
+                .is_some_and(|end| end <= data.len())
         };
         assert!(
             count > 0 && inside(order.reads[0]) && inside(order.reads[count - 1]),
