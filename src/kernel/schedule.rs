@@ -68,8 +68,12 @@ impl Split {
 }
 
 /// A split of the innermost loop gives each chunk at least this many bytes of its widest
-/// access: whole pages, never slivers of a short row.
-const MIN_ROW_CHUNK: usize = 4096;
+/// access: two whole cache lines (chunks start on one), which the hardware fetches as a
+/// pair. Two threads then take the halves of a 256-byte row, PyTorch's split of the
+/// expanded GNN scatters: at 2 threads their add and max ran 1.2-1.8x faster than with
+/// whole rows on one thread, in three runs of each build in turns (BENCHMARKS.md). 4 KiB
+/// chunks, tried first, left such rows unsplit.
+const MIN_ROW_CHUNK: usize = 128;
 
 /// Chunks per thread, so that a thread that finishes early takes another.
 const CHUNKS_PER_THREAD: usize = 4;
@@ -120,7 +124,7 @@ fn split(
         .min(max_chunks);
     let mut align = 1;
     if level + 1 == depth {
-        // Innermost splits cut rows: chunks of whole pages, starting on cache lines.
+        // Innermost splits cut rows: chunks of whole cache-line pairs, starting on a line.
         let widest = steps
             .iter()
             .map(|s| s.1.unsigned_abs())
