@@ -67,13 +67,16 @@ impl Split {
     }
 }
 
+/// Bytes of a cache line (see [`abi::CACHE_LINE`]).
+const LINE: usize = abi::CACHE_LINE as usize;
+
 /// A split of the innermost loop gives each chunk at least this many bytes of its widest
-/// access: two whole cache lines (chunks start on one), which the hardware fetches as a
-/// pair. Two threads then take the halves of a 256-byte row, PyTorch's split of the
-/// expanded GNN scatters: at 2 threads their add and max ran 1.2-1.8x faster than with
-/// whole rows on one thread, in three runs of each build in turns (BENCHMARKS.md). 4 KiB
-/// chunks, tried first, left such rows unsplit.
-const MIN_ROW_CHUNK: usize = 128;
+/// access: two whole cache lines, which the hardware fetches as a pair. Two threads then
+/// take the halves of a 256-byte row, PyTorch's split of the expanded GNN scatters: at 2
+/// threads their add and max ran 1.2-1.8x faster than with whole rows on one thread, in
+/// six runs of each build in turns (BENCHMARKS.md). 4 KiB chunks, tried first, left such
+/// rows unsplit.
+const MIN_ROW_CHUNK: usize = 2 * LINE;
 
 /// Chunks per thread, so that a thread that finishes early takes another.
 const CHUNKS_PER_THREAD: usize = 4;
@@ -124,7 +127,8 @@ fn split(
         .min(max_chunks);
     let mut align = 1;
     if level + 1 == depth {
-        // Innermost splits cut rows: chunks of whole cache-line pairs, starting on a line.
+        // Innermost splits cut rows: chunks of whole cache-line pairs, starting on a line
+        // where the widest access's elements divide one.
         let widest = steps
             .iter()
             .map(|s| s.1.unsigned_abs())
@@ -132,8 +136,8 @@ fn split(
             .unwrap_or(1)
             .max(1);
         chunks = chunks.min(dims[level] as usize * widest / MIN_ROW_CHUNK);
-        if widest.is_power_of_two() && widest <= 64 {
-            align = (64 / widest) as i64;
+        if widest.is_power_of_two() && widest <= LINE {
+            align = (LINE / widest) as i64;
         }
     }
     (chunks >= 2).then_some(Split {
@@ -231,7 +235,6 @@ impl Kernel {
         data_shape: &[usize],
         indices: &TensorView<'_>,
     ) -> Option<Buckets> {
-        const CACHE_LINE: usize = 64;
         /// A bucket reads its slices' updates with gaps between them, the wider the more
         /// buckets there are; two per thread balance load for little extra CPU time
         /// (`scatter_add_gnn_expanded_f32` at 2 threads, CPU time per call over one
@@ -258,7 +261,7 @@ impl Kernel {
             .checked_mul(key.dtype().size())?;
         let wanted = outer < 4 * threads
             && shape[axis] >= 2 * threads
-            && (CACHE_LINE..WIDE_SLICE).contains(&slice_bytes);
+            && (LINE..WIDE_SLICE).contains(&slice_bytes);
         if !wanted {
             return None;
         }
