@@ -13,6 +13,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use scatterjit_ir::{DType, Error as IrError, KernelKey, Meta, OpKind, Operand, MAX_RANK};
+use smallvec::SmallVec;
 
 use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 use crate::error::Error;
@@ -375,8 +376,8 @@ fn null_argument(which: &str) -> Failure {
 /// One descriptor, read and checked: its dtype, dims, strides and the bytes it reaches.
 struct Described {
     dtype: DType,
-    shape: Vec<usize>,
-    strides: Vec<isize>,
+    shape: SmallVec<[usize; MAX_RANK]>,
+    strides: SmallVec<[isize; MAX_RANK]>,
     /// Bytes from the descriptor's `data` to the first byte any element reaches (0 when
     /// there are no elements).
     first: isize,
@@ -470,16 +471,17 @@ unsafe fn describe(
             format!("{name}.shape is NULL"),
         ));
     }
-    let read = |p: *const i64| -> Vec<i64> {
+    let read = |p: *const i64| -> &[i64] {
         if rank == 0 {
-            return Vec::new();
+            return &[];
         }
         // SAFETY: non-null with `ndim` entries by the caller's promise.
-        unsafe { std::slice::from_raw_parts(p, rank) }.to_vec()
+        unsafe { std::slice::from_raw_parts(p, rank) }
     };
-    let dims = read(t.shape);
-    let mut shape = Vec::with_capacity(rank);
-    for (d, &n) in dims.iter().enumerate() {
+    // Inline up to `MAX_RANK` dims: a call reads four descriptors, and allocating their
+    // shapes and strides was half of `sj_kernel_run`'s overhead on tiny tensors.
+    let mut shape = SmallVec::<[usize; MAX_RANK]>::with_capacity(rank);
+    for (d, &n) in read(t.shape).iter().enumerate() {
         shape.push(usize::try_from(n).map_err(|_| {
             Failure(
                 Status::Shape,
@@ -487,31 +489,33 @@ unsafe fn describe(
             )
         })?);
     }
-    let strides: Vec<isize> = if t.strides.is_null() {
-        scatterjit_ir::row_major_strides(&shape)
-            .iter()
-            .map(|&s| s as isize)
-            .collect()
+    let strides: SmallVec<[isize; MAX_RANK]> = if t.strides.is_null() {
+        let mut strides = SmallVec::<[usize; MAX_RANK]>::from_elem(0, rank);
+        scatterjit_ir::fill_row_major_strides(&shape, &mut strides);
+        strides.iter().map(|&s| s as isize).collect()
     } else {
         read(t.strides).iter().map(|&s| s as isize).collect()
     };
-    let too_far = || {
+    let too_far = |d: &Described| {
         Failure(
             Status::Shape,
-            format!("{name}: shape {shape:?} with strides {strides:?} reaches beyond any buffer"),
+            format!(
+                "{name}: shape {:?} with strides {:?} reaches beyond any buffer",
+                d.shape, d.strides
+            ),
         )
     };
     let size = dtype.size() as i128;
     let mut described = Described {
         dtype,
-        shape: shape.clone(),
-        strides: strides.clone(),
+        shape,
+        strides,
         first: 0,
         start: std::ptr::NonNull::<u8>::dangling().as_ptr(),
         len: 0,
         offset: 0,
     };
-    if shape.contains(&0) {
+    if described.shape.contains(&0) {
         return Ok(described);
     }
     if memory && t.data.is_null() {
@@ -523,10 +527,10 @@ unsafe fn describe(
     // Lowest and highest element offsets reached, as in `TensorView::new`. Each term is
     // under 2^126 in magnitude, but three of them overflow an i128.
     let (mut lo, mut hi) = (0i128, 0i128);
-    for (&d, &s) in shape.iter().zip(&strides) {
+    for (&d, &s) in described.shape.iter().zip(&described.strides) {
         let reach = (d as i128 - 1) * s as i128;
         let sum = if reach < 0 { &mut lo } else { &mut hi };
-        *sum = sum.checked_add(reach).ok_or_else(too_far)?;
+        *sum = sum.checked_add(reach).ok_or_else(|| too_far(&described))?;
     }
     let first = lo
         .checked_mul(size)
@@ -535,10 +539,10 @@ unsafe fn describe(
         .checked_sub(lo)
         .and_then(|span| span.checked_add(1)?.checked_mul(size));
     let (Some(first), Some(len)) = (first, len) else {
-        return Err(too_far());
+        return Err(too_far(&described));
     };
     if len > isize::MAX as i128 || first.abs() > isize::MAX as i128 {
-        return Err(too_far());
+        return Err(too_far(&described));
     }
     described.first = first as isize;
     if memory {
@@ -559,9 +563,9 @@ unsafe fn describe_call(
     kernel: &Kernel,
     args: &SjArgs,
     memory: bool,
-) -> Result<Vec<(Operand, Described)>, Failure> {
+) -> Result<SmallVec<[(Operand, Described); 4]>, Failure> {
     let key = *kernel.key();
-    let mut described = Vec::new();
+    let mut described = SmallVec::new();
     for (operand, rank) in cabi::operands(&key) {
         let pointer = match operand {
             Operand::Data => args.data,
