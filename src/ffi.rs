@@ -18,7 +18,7 @@ use smallvec::SmallVec;
 use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 use crate::error::Error;
 use crate::kernel::{Geometry, Kernel, Prepared};
-use crate::tensor::{overlaps, TensorView, TensorViewMut, Unbuffered};
+use crate::tensor::{overlaps, row_major, Dims, TensorView, TensorViewMut, Unbuffered};
 use crate::KernelCache;
 
 /// An opaque kernel cache (`sj_cache` in C).
@@ -376,8 +376,8 @@ fn null_argument(which: &str) -> Failure {
 /// One descriptor, read and checked: its dtype, dims, strides and the bytes it reaches.
 struct Described {
     dtype: DType,
-    shape: SmallVec<[usize; MAX_RANK]>,
-    strides: SmallVec<[isize; MAX_RANK]>,
+    shape: Dims<usize>,
+    strides: Dims<isize>,
     /// Bytes from the descriptor's `data` to the first byte any element reaches (0 when
     /// there are no elements).
     first: isize,
@@ -479,8 +479,8 @@ unsafe fn describe(
         unsafe { std::slice::from_raw_parts(p, rank) }
     };
     // Inline up to `MAX_RANK` dims: a call reads four descriptors, and allocating their
-    // shapes and strides was half of `sj_kernel_run`'s overhead on tiny tensors.
-    let mut shape = SmallVec::<[usize; MAX_RANK]>::with_capacity(rank);
+    // shapes and strides was a third of `sj_kernel_run`'s instructions on tiny tensors.
+    let mut shape = Dims::<usize>::with_capacity(rank);
     for (d, &n) in read(t.shape).iter().enumerate() {
         shape.push(usize::try_from(n).map_err(|_| {
             Failure(
@@ -489,10 +489,8 @@ unsafe fn describe(
             )
         })?);
     }
-    let strides: SmallVec<[isize; MAX_RANK]> = if t.strides.is_null() {
-        let mut strides = SmallVec::<[usize; MAX_RANK]>::from_elem(0, rank);
-        scatterjit_ir::fill_row_major_strides(&shape, &mut strides);
-        strides.iter().map(|&s| s as isize).collect()
+    let strides: Dims<isize> = if t.strides.is_null() {
+        row_major(&shape)
     } else {
         read(t.strides).iter().map(|&s| s as isize).collect()
     };
@@ -563,7 +561,7 @@ unsafe fn describe_call(
     kernel: &Kernel,
     args: &SjArgs,
     memory: bool,
-) -> Result<SmallVec<[(Operand, Described); 4]>, Failure> {
+) -> Result<SmallVec<[(Operand, Described); Operand::TENSORS.len()]>, Failure> {
     let key = *kernel.key();
     let mut described = SmallVec::new();
     for (operand, rank) in cabi::operands(&key) {

@@ -9,7 +9,7 @@ use smallvec::{smallvec, SmallVec};
 
 /// Dims or strides, inline up to a kernel's rank: views are made on every call, and
 /// most calls make several.
-pub(super) type Dims<T> = SmallVec<[T; MAX_RANK]>;
+pub(crate) type Dims<T> = SmallVec<[T; MAX_RANK]>;
 
 /// The geometry shared by both view kinds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,7 +205,7 @@ pub(crate) fn is_dense(shape: &[usize], strides: &[isize]) -> bool {
 }
 
 /// Row-major element strides of `shape`, inline up to [`MAX_RANK`] dims.
-pub(super) fn row_major(shape: &[usize]) -> Dims<isize> {
+pub(crate) fn row_major(shape: &[usize]) -> Dims<isize> {
     let rank = shape.len();
     if rank > MAX_RANK {
         return row_major_strides(shape)

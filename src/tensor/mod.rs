@@ -14,7 +14,7 @@ mod unbuffered;
 mod view;
 mod walk;
 
-pub(crate) use layout::is_dense;
+pub(crate) use layout::{is_dense, row_major, Dims};
 pub use raw::overlaps;
 pub(crate) use raw::{Address, RawOperand};
 pub(crate) use unbuffered::Unbuffered;
