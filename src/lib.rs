@@ -40,7 +40,7 @@ pub use cache::{CacheStats, KernelCache};
 pub use error::{Buffer, Error, Result};
 pub use jit::Listing;
 #[doc(hidden)]
-pub use jit::{live_code, LiveCode};
+pub use jit::{live_code, set_prefetch_from, LiveCode};
 pub use kernel::{
     set_engine_threads, set_parallel_grain, set_specialize_after, Geometry, Kernel, Prepared,
     SPECIALIZE_AFTER,

@@ -122,7 +122,7 @@ fn define_key(module: &mut ObjectModule, key: &KernelKey) -> Result<()> {
                 variant,
                 false,
                 &pass_name,
-                Linkage::Local,
+                jit::CodeHome::Object,
                 false,
             )?;
             ids.push(id);
@@ -242,7 +242,7 @@ mod tests {
                         Variant::Contiguous,
                         false,
                         &name,
-                        Linkage::Local,
+                        jit::CodeHome::Object,
                         true,
                     )
                     .unwrap();

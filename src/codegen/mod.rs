@@ -8,4 +8,4 @@ pub(crate) mod lower;
 #[cfg(test)]
 mod test_jit;
 
-pub(crate) use lower::{build_pass, Machine};
+pub(crate) use lower::{build_pass, prefetch_helper_signature, Machine, Prefetch};

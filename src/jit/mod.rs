@@ -16,8 +16,12 @@ use scatterjit_ir::{PassKind, Plan};
 use target_lexicon::{Architecture, Triple};
 
 use crate::abi::Variant;
-use crate::codegen::{self, Machine};
+use crate::codegen::{self, Machine, Prefetch};
 use crate::error::{Error, Result};
+
+mod prefetch;
+
+pub use prefetch::set_prefetch_from;
 
 /// A compiled pass: `extern "C" fn(operands, params) -> status` (see `crate::abi`).
 pub(crate) type PassFn = unsafe extern "C" fn(*const *mut u8, *mut i64) -> i64;
@@ -157,7 +161,11 @@ fn machine(isa: &dyn TargetIsa, config: TargetFrontendConfig) -> Machine {
         Architecture::Riscv64(_) => flag("has_v"),
         _ => false,
     };
-    Machine { config, vectors }
+    Machine {
+        config,
+        vectors,
+        prefetch: None,
+    }
 }
 
 /// The signature of every pass: `(operands: ptr, params: ptr) -> i64` (see `crate::abi`).
@@ -170,10 +178,19 @@ pub(crate) fn pass_signature<M: Module>(module: &M) -> Signature {
     sig
 }
 
+/// Where compiled code will run, which decides what it may call besides `memcpy`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum CodeHome {
+    /// In this process (the JIT): it may call the host's prefetch helper.
+    Process,
+    /// In an object file linked elsewhere: it calls nothing of ours.
+    Object,
+}
+
 /// Declares pass `kind` of `plan` in `variant` as function `name` of `module` and defines it
 /// with the one lowering ([`codegen::build_pass`]): the path from a loop nest to machine
 /// code, for the JIT and object files alike. `listed`: the outermost loop walks a row list
-/// (see `crate::engine`). Returns the function's id and machine code size; with `listing`,
+/// (see `crate::engine`); `home` is where the code will run. Returns the function's id and machine code size; with `listing`,
 /// also its CLIF before and after optimization and its disassembly.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn define_pass<M: Module>(
@@ -183,7 +200,7 @@ pub(crate) fn define_pass<M: Module>(
     variant: Variant,
     listed: bool,
     name: &str,
-    linkage: Linkage,
+    home: CodeHome,
     listing: bool,
 ) -> Result<(FuncId, usize, Option<Listing>)> {
     let key = plan.key;
@@ -198,12 +215,28 @@ pub(crate) fn define_pass<M: Module>(
             String::new(),
         )
     })?;
+    let declare_error =
+        |e: cranelift_module::ModuleError| codegen_error(e.to_string(), String::new());
     let sig = pass_signature(module);
     let id = module
-        .declare_function(name, linkage, &sig)
-        .map_err(|e| codegen_error(e.to_string(), String::new()))?;
-    // This thread's contexts from its last compile: they keep their allocations, the
-    // register allocator's above all.
+        .declare_function(name, Linkage::Local, &sig)
+        .map_err(declare_error)?;
+    let prefetch = match home {
+        CodeHome::Process if prefetch::address().is_some() => {
+            let sig = codegen::prefetch_helper_signature(module.target_config());
+            let helper = module
+                .declare_function(prefetch::SYMBOL, Linkage::Import, &sig)
+                .map_err(declare_error)?;
+            let from_bytes = module
+                .declare_data(prefetch::FROM_SYMBOL, Linkage::Import, false, false)
+                .map_err(declare_error)?;
+            Some(Prefetch {
+                helper: helper.as_u32(),
+                from_bytes: from_bytes.as_u32(),
+            })
+        }
+        _ => None,
+    };
     let (mut ctx, mut fctx) = CONTEXTS
         .with(Cell::take)
         .unwrap_or_else(|| (Context::new(), FunctionBuilderContext::new()));
@@ -212,7 +245,8 @@ pub(crate) fn define_pass<M: Module>(
         ctx.func.name = UserFuncName::user(0, id.as_u32());
         {
             let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            let machine = machine(module.isa(), module.target_config());
+            let mut machine = machine(module.isa(), module.target_config());
+            machine.prefetch = prefetch;
             codegen::build_pass(&mut b, &key, nest, variant, machine, listed);
             b.finalize(module.target_config());
         }
@@ -265,7 +299,12 @@ pub(crate) fn compile(
     listed: bool,
     listing: bool,
 ) -> Result<(Code, Option<Listing>)> {
-    let mut module = JITModule::new(JITBuilder::with_isa(isa(false)?, default_libcall_names()));
+    let mut builder = JITBuilder::with_isa(isa(false)?, default_libcall_names());
+    if let Some(address) = prefetch::address() {
+        builder.symbol(prefetch::SYMBOL, address);
+        builder.symbol(prefetch::FROM_SYMBOL, prefetch::from_address());
+    }
+    let mut module = JITModule::new(builder);
     let listed_suffix = if listed { ".listed" } else { "" };
     let name = format!(
         "{}.{}.{}{listed_suffix}",
@@ -280,7 +319,7 @@ pub(crate) fn compile(
         variant,
         listed,
         &name,
-        Linkage::Local,
+        CodeHome::Process,
         listing,
     )?;
     module.finalize_definitions().map_err(|e| Error::Codegen {

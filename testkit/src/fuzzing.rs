@@ -476,15 +476,17 @@ pub(crate) fn hold_every_key() {
 
 /// Pools of 1 and 3 threads, with the parallel grain lowered (process-wide) to 2 elements
 /// so that small problems are split too, the engine spreading its buckets from 2
-/// threads, so that the 3-thread pool runs them in parallel, and passes specializing from
+/// threads, so that the 3-thread pool runs them in parallel, passes specializing from
 /// their first call, so that small problems run the specialized variants (the `Strided`
-/// code they would run first is [`unspecialized`]'s).
+/// code they would run first is [`unspecialized`]'s), and rows prefetched whatever the
+/// size of the tensor they pick from.
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     static POOLS: OnceLock<[rayon::ThreadPool; 2]> = OnceLock::new();
     POOLS.get_or_init(|| {
         scatterjit::set_parallel_grain(2);
         scatterjit::set_engine_threads(2);
         scatterjit::set_specialize_after(0);
+        scatterjit::set_prefetch_from(0);
         let pool = |n| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)

@@ -49,7 +49,7 @@ impl Lowering<'_, '_> {
 
     /// Loads the index at `at` widened to i64 (sign- or zero-extended as its dtype says) by
     /// the load itself: a narrow load and an extend were two instructions on x86-64.
-    fn load_wide_index(&mut self, at: Value) -> Value {
+    pub(super) fn load_wide_index(&mut self, at: Value) -> Value {
         let index_dtype = self.key.index_dtype();
         let flags = data_flags();
         let ins = self.b.ins();
@@ -78,22 +78,26 @@ impl Lowering<'_, '_> {
 
     /// [`Self::check_index`] of an index already widened to i64.
     fn check_wide_index(&mut self, wide: Value) -> Value {
-        let signed = self.key.index_dtype().is_signed_integer();
         let bound = self.bound.expect("a nest that reads an index has a bound");
-        // Negative k becomes k + s without a branch; the unsigned compare then rejects
-        // anything outside [0, s), including what is still negative (k < -s).
-        let k = if signed {
-            let sign = self.b.ins().sshr_imm_s(wide, 63);
-            let shift = self.b.ins().band(sign, bound);
-            self.b.ins().iadd(wide, shift)
-        } else {
-            wide
-        };
+        let k = self.normalize_index(wide, bound);
         let in_bounds = self.b.ins().icmp(IntCC::UnsignedLessThan, k, bound);
         let next = self.b.create_block();
         self.b.ins().brif(in_bounds, next, &[], self.bad, &[]);
         self.b.switch_to_block(next);
         k
+    }
+
+    /// A widened index with `bound` added where it is negative, without a branch; an
+    /// unsigned compare with `bound` then rejects anything outside `[0, bound)`, including
+    /// what is still negative (below `-bound`).
+    pub(super) fn normalize_index(&mut self, wide: Value, bound: Value) -> Value {
+        if self.key.index_dtype().is_signed_integer() {
+            let sign = self.b.ins().sshr_imm_s(wide, 63);
+            let shift = self.b.ins().band(sign, bound);
+            self.b.ins().iadd(wide, shift)
+        } else {
+            wide
+        }
     }
 
     /// `dest = combine(dest, source)` at the accesses' addresses `ptrs`, each moved along

@@ -48,11 +48,33 @@ impl Lowering<'_, '_> {
                 var
             })
             .collect();
+        let limit = match n + 2 == self.depth && self.prefetches() {
+            true => {
+                let dim = self.param(n);
+                self.prefetch_limit(false, dim)
+            }
+            false => None,
+        };
         let header = self.b.create_block();
         let exit = self.b.create_block();
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(header);
         let current: Vec<Value> = ptr_vars.iter().map(|&v| self.b.use_var(v)).collect();
+        if let Some(limit) = limit {
+            let i = self.b.use_var(counter);
+            self.prefetch_ahead(i, limit, false, |s, later| {
+                let strides = s.byte_strides(n);
+                let steps = s.b.ins().isub(later, i);
+                current
+                    .iter()
+                    .zip(strides)
+                    .map(|(&p, stride)| {
+                        let step = s.b.ins().imul(steps, stride);
+                        s.b.ins().iadd(p, step)
+                    })
+                    .collect()
+            });
+        }
         self.level(n + 1, &current);
 
         let (dim, strides) = match &steady {
@@ -79,6 +101,13 @@ impl Lowering<'_, '_> {
         self.counters.push(counter);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.b.def_var(counter, zero);
+        let limit = match self.depth == 2 && self.prefetches() {
+            true => {
+                let dim = self.param(0);
+                self.prefetch_limit(true, dim)
+            }
+            false => None,
+        };
         let header = self.b.create_block();
         let exit = self.b.create_block();
         self.b.ins().jump(header, &[]);
@@ -101,6 +130,21 @@ impl Lowering<'_, '_> {
                 self.b.ins().iadd(p, step)
             })
             .collect();
+        if let Some(limit) = limit {
+            self.prefetch_ahead(j, limit, true, |s, later| {
+                let offset = s.b.ins().ishl_imm_s(later, 3);
+                let at = s.b.ins().iadd(list, offset);
+                let position = s.b.ins().load(types::I64, MemFlagsData::trusted(), at, 0);
+                let strides = s.byte_strides(0);
+                ptrs.iter()
+                    .zip(strides)
+                    .map(|(&p, stride)| {
+                        let step = s.b.ins().imul(position, stride);
+                        s.b.ins().iadd(p, step)
+                    })
+                    .collect()
+            });
+        }
         if self.depth == 1 {
             self.enter_innermost();
             self.body(&current);

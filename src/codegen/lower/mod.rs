@@ -13,11 +13,14 @@
 //! A listed pass's outermost loop takes its positions from a row list instead of counting
 //! (`for j in 0..dim_0 { i_0 = list[j]; p_a = base_a + i_0 * stride_a[0]; ... }`), so that
 //! one thread can apply exactly the rows of its destination range (see `crate::engine`).
-//! No calls and no per-element dispatch: every type and combine is fixed at build time.
+//! No per-element calls or dispatch: every type and combine is fixed at build time; the
+//! only calls are `memcpy` for long row copies and the prefetch helper once per row.
 //!
 //! [`loops`] emits the loops, [`row`] the contiguous variant's rows, [`vector`] their
-//! vector combines, [`body`] the innermost statement.
+//! vector combines, [`ahead`] the prefetch of rows an index picks further on, [`body`] the
+//! innermost statement.
 
+mod ahead;
 mod body;
 mod loops;
 mod row;
@@ -29,11 +32,13 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
 use scatterjit_ir::{Coord, KernelKey, LoopNest, Operand};
 
+pub(crate) use ahead::prefetch_helper_signature;
+
 use crate::abi::{self, ParamLayout, Variant, STATUS_BAD_INDEX, STATUS_OK};
 
 /// What the lowering may emit on the machine it compiles for. Everything else it emits is
 /// target-neutral CLIF: integer and float scalars, loads and stores of the target's pointer
-/// type, and calls to `memcpy`.
+/// type, calls to `memcpy`, and (in this process only) calls to the prefetch helper.
 #[derive(Clone, Copy)]
 pub(crate) struct Machine {
     /// The target's pointer type and calling convention.
@@ -42,6 +47,19 @@ pub(crate) struct Machine {
     /// the uniform-row test run element by element, and short rows are copied 8 bytes at a
     /// time.
     pub(crate) vectors: bool,
+    /// The host's prefetch helper and its threshold (see [`ahead`]), where the code runs in
+    /// this process and the host has one; `None` in object files.
+    pub(crate) prefetch: Option<Prefetch>,
+}
+
+/// What the prefetching code imports from the module it is compiled into (see [`ahead`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Prefetch {
+    /// The number of the helper function, `(address: ptr, bytes: i64)`.
+    pub(crate) helper: u32,
+    /// The number of the data object holding the smallest extent (bytes, an i64) whose
+    /// picks are prefetched.
+    pub(crate) from_bytes: u32,
 }
 
 /// Call-invariant state of one access, loaded in the entry block.
