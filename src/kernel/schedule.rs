@@ -71,12 +71,12 @@ impl Split {
 const LINE: usize = abi::CACHE_LINE as usize;
 
 /// A split of the innermost loop gives each chunk at least this many bytes of its widest
-/// access: two whole cache lines, which the hardware fetches as a pair. Two threads then
-/// take the halves of a 256-byte row, PyTorch's split of the expanded GNN scatters: at 2
-/// threads their add and max ran 1.2-1.8x faster than with whole rows on one thread, in
-/// six runs of each build in turns (BENCHMARKS.md). 4 KiB chunks, tried first, left such
-/// rows unsplit.
-const MIN_ROW_CHUNK: usize = 2 * LINE;
+/// access: a page, the span the hardware's stream prefetcher works in, so that no thread's
+/// prefetches pull in lines another thread reads. Narrower rows (the expanded GNN
+/// scatters' 256 bytes) run whole: with their picks prefetched, the two threads' halves of
+/// each row took 1.5-1.7x one thread's time (BENCHMARKS.md). The two cache lines used before
+/// matched PyTorch's split of those rows.
+const MIN_ROW_CHUNK: usize = 4096;
 
 /// Chunks per thread, so that a thread that finishes early takes another.
 const CHUNKS_PER_THREAD: usize = 4;
@@ -127,7 +127,7 @@ fn split(
         .min(max_chunks);
     let mut align = 1;
     if level + 1 == depth {
-        // Innermost splits cut rows: chunks of whole cache-line pairs, starting on a line
+        // Innermost splits cut rows: chunks of at least a page, starting on a line
         // where the widest access's elements divide one.
         let widest = steps
             .iter()
