@@ -23,8 +23,9 @@ use super::Lowering;
 use crate::abi::CACHE_LINE;
 
 /// How many rows ahead to prefetch: far enough that the lines arrive before the row is
-/// combined, near enough that they are still in the first-level cache then. Measured on
-/// 256-byte GNN rows and 1 KiB embedding rows: 4 to 32 rows ahead gained alike.
+/// combined, near enough that they are still in the first-level cache then. In standalone
+/// probes of random 256-byte GNN rows and 1 KiB embedding rows, 4 to 32 rows ahead gained
+/// alike (BENCHMARKS.md).
 const ROWS_AHEAD: i64 = 8;
 
 /// The most bytes of a row prefetched: the hardware's own prefetcher follows a long row
