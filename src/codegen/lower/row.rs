@@ -208,7 +208,7 @@ impl Lowering<'_, '_> {
 
     /// Whether a row whose indices are all equal can be combined as a whole: the index
     /// walks the row, and every access moved by the index walks it too.
-    pub(super) fn rows_can_be_uniform(&self) -> bool {
+    fn rows_can_be_uniform(&self) -> bool {
         self.nest.dest.is_some()
             && self
                 .accesses
