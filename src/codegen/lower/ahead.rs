@@ -26,7 +26,7 @@ use crate::abi::CACHE_LINE;
 /// combined, near enough that they are still in the first-level cache then. In standalone
 /// probes of random 256-byte GNN rows and 1 KiB embedding rows, 4 to 32 rows ahead gained
 /// alike (BENCHMARKS.md).
-const ROWS_AHEAD: i64 = 8;
+pub(super) const ROWS_AHEAD: i64 = 8;
 
 /// The most bytes of a row prefetched: the hardware's own prefetcher follows a long row
 /// once its first lines are read, and more would push the current rows out of the cache.
@@ -48,7 +48,7 @@ impl Lowering<'_, '_> {
     /// uniform only when scanned: most such rows pick element by element, and a call in
     /// their function made the element loop spill (a random ScatterElements add along
     /// axis 0 ran 8% slower).
-    pub(super) fn prefetches(&self) -> bool {
+    fn prefetches(&self) -> bool {
         let reads_index_per_row = self.nest.index.as_ref().is_some_and(|index| {
             let ix = self.access_of(index.operand);
             !self.accesses[ix].uses_inner
@@ -73,14 +73,15 @@ impl Lowering<'_, '_> {
             .collect()
     }
 
-    /// The step of the loop just outside the row (`count` steps long; `listed`: it walks a
-    /// row list) below which each row prefetches the row [`ROWS_AHEAD`] steps on, computed
-    /// once before that loop: `count - ROWS_AHEAD` where the rows are worth it, else 0.
+    /// The step of loop `n`, the loop just outside the row (`listed`: it walks a row list),
+    /// below which each row prefetches the row [`ROWS_AHEAD`] steps on, computed once
+    /// before that loop: its dim less [`ROWS_AHEAD`] where the rows are worth it, else 0.
     /// They are worth it where some prefetched access's row spans a cache line and, if the
     /// index moves it, its tensor's extent along the indexed dim reaches the host's
-    /// threshold. `None` where the pass does not prefetch.
-    pub(super) fn prefetch_limit(&mut self, listed: bool, count: Value) -> Option<Value> {
+    /// threshold. `None` (and nothing emitted) where the pass does not prefetch.
+    pub(super) fn prefetch_limit(&mut self, n: usize, listed: bool) -> Option<Value> {
         let imports = self.machine.prefetch.filter(|_| self.prefetches())?;
+        let count = self.param(n);
         let from_bytes = self.load_from_bytes(imports.from_bytes);
         let bound = self.param(self.bound_at());
         let inner_dim = self.param(self.depth - 1);

@@ -6,6 +6,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
 use cranelift_frontend::Variable;
 
+use super::ahead::ROWS_AHEAD;
 use super::Lowering;
 use crate::abi::Variant;
 
@@ -48,13 +49,9 @@ impl Lowering<'_, '_> {
                 var
             })
             .collect();
-        let limit = match n + 2 == self.depth && self.prefetches() {
-            true => {
-                let dim = self.param(n);
-                self.prefetch_limit(false, dim)
-            }
-            false => None,
-        };
+        let limit = (n + 2 == self.depth)
+            .then(|| self.prefetch_limit(n, false))
+            .flatten();
         let header = self.b.create_block();
         let exit = self.b.create_block();
         self.b.ins().jump(header, &[]);
@@ -62,17 +59,9 @@ impl Lowering<'_, '_> {
         let current: Vec<Value> = ptr_vars.iter().map(|&v| self.b.use_var(v)).collect();
         if let Some(limit) = limit {
             let i = self.b.use_var(counter);
-            self.prefetch_ahead(i, limit, false, |s, later| {
-                let strides = s.byte_strides(n);
-                let steps = s.b.ins().isub(later, i);
-                current
-                    .iter()
-                    .zip(strides)
-                    .map(|(&p, stride)| {
-                        let step = s.b.ins().imul(steps, stride);
-                        s.b.ins().iadd(p, step)
-                    })
-                    .collect()
+            self.prefetch_ahead(i, limit, false, |s, _| {
+                let steps = s.b.ins().iconst(types::I64, ROWS_AHEAD);
+                s.stepped(&current, steps, n)
             });
         }
         self.level(n + 1, &current);
@@ -101,48 +90,21 @@ impl Lowering<'_, '_> {
         self.counters.push(counter);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.b.def_var(counter, zero);
-        let limit = match self.depth == 2 && self.prefetches() {
-            true => {
-                let dim = self.param(0);
-                self.prefetch_limit(true, dim)
-            }
-            false => None,
-        };
+        let limit = (self.depth == 2)
+            .then(|| self.prefetch_limit(0, true))
+            .flatten();
         let header = self.b.create_block();
         let exit = self.b.create_block();
         self.b.ins().jump(header, &[]);
         self.b.switch_to_block(header);
         let j = self.b.use_var(counter);
         let list = self.param(self.layout.list_at);
-        let offset = self.b.ins().ishl_imm_s(j, 3);
-        let at = self.b.ins().iadd(list, offset);
-        // The list is the engine's own buffer: aligned and valid for `dim_0` entries.
-        let position = self
-            .b
-            .ins()
-            .load(types::I64, MemFlagsData::trusted(), at, 0);
-        let strides = self.byte_strides(0);
-        let current: Vec<Value> = ptrs
-            .iter()
-            .zip(strides)
-            .map(|(&p, stride)| {
-                let step = self.b.ins().imul(position, stride);
-                self.b.ins().iadd(p, step)
-            })
-            .collect();
+        let position = self.listed_position(list, j);
+        let current = self.stepped(ptrs, position, 0);
         if let Some(limit) = limit {
             self.prefetch_ahead(j, limit, true, |s, later| {
-                let offset = s.b.ins().ishl_imm_s(later, 3);
-                let at = s.b.ins().iadd(list, offset);
-                let position = s.b.ins().load(types::I64, MemFlagsData::trusted(), at, 0);
-                let strides = s.byte_strides(0);
-                ptrs.iter()
-                    .zip(strides)
-                    .map(|(&p, stride)| {
-                        let step = s.b.ins().imul(position, stride);
-                        s.b.ins().iadd(p, step)
-                    })
-                    .collect()
+                let position = s.listed_position(list, later);
+                s.stepped(ptrs, position, 0)
             });
         }
         if self.depth == 1 {
@@ -158,6 +120,28 @@ impl Lowering<'_, '_> {
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, dim);
         self.b.ins().brif(more, header, &[], exit, &[]);
         self.b.switch_to_block(exit);
+    }
+
+    /// Entry `j` of the row list at `list`: the position of a listed pass's `j`th row.
+    fn listed_position(&mut self, list: Value, j: Value) -> Value {
+        let offset = self.b.ins().ishl_imm_s(j, 3);
+        let at = self.b.ins().iadd(list, offset);
+        // The list is the engine's own buffer: aligned and valid for `dim_0` entries.
+        self.b
+            .ins()
+            .load(types::I64, MemFlagsData::trusted(), at, 0)
+    }
+
+    /// `ptrs` moved `steps` steps along loop `n`.
+    fn stepped(&mut self, ptrs: &[Value], steps: Value, n: usize) -> Vec<Value> {
+        let strides = self.byte_strides(n);
+        ptrs.iter()
+            .zip(strides)
+            .map(|(&p, stride)| {
+                let step = self.b.ins().imul(steps, stride);
+                self.b.ins().iadd(p, step)
+            })
+            .collect()
     }
 
     /// Emits `i = start; while i + step <= end { body(i); i += step }` as one test in

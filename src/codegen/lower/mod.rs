@@ -14,7 +14,8 @@
 //! (`for j in 0..dim_0 { i_0 = list[j]; p_a = base_a + i_0 * stride_a[0]; ... }`), so that
 //! one thread can apply exactly the rows of its destination range (see `crate::engine`).
 //! No per-element calls or dispatch: every type and combine is fixed at build time; the
-//! only calls are `memcpy` for long row copies and the prefetch helper once per row.
+//! only calls are `memcpy` for long row copies and the prefetch helper, once per row and
+//! prefetched access.
 //!
 //! [`loops`] emits the loops, [`row`] the contiguous variant's rows, [`vector`] their
 //! vector combines, [`ahead`] the prefetch of rows an index picks further on, [`body`] the
