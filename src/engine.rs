@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use rayon::prelude::*;
 use scatterjit_ir::DType;
 
+use crate::check;
 use crate::tensor::TensorView;
 
 /// Slices listed by destination bucket.
@@ -173,8 +174,10 @@ fn uniform(first: &[u8], rest: &[u8]) -> bool {
     let pattern = u64::from_le_bytes(pattern);
     let words = rest.chunks_exact(8);
     let tail = words.remainder();
-    let diff = words.fold(0u64, |acc, w| {
-        acc | (u64::from_le_bytes(w.try_into().expect("8 bytes")) ^ pattern)
+    let diff = check::widest(|| {
+        words.fold(0u64, |acc, w| {
+            acc | (u64::from_le_bytes(w.try_into().expect("8 bytes")) ^ pattern)
+        })
     });
     diff == 0 && tail.chunks_exact(first.len()).all(|x| x == first)
 }
