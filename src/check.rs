@@ -227,7 +227,10 @@ mod tests {
             .collect();
         let cases = [DType::I64, DType::I32, DType::I16, DType::U32];
         let levels = [Vectors::Baseline, Vectors::Avx2, Vectors::Avx512];
-        let results: Vec<Vec<(Option<usize>, bool, Vec<u8>)>> = levels
+        // Per build, per dtype: the first bad index, whether the compact passed, and the
+        // compact of the good indices.
+        type Outcome = (Option<usize>, bool, Vec<u8>);
+        let results: Vec<Vec<Outcome>> = levels
             .iter()
             .map(|&level| {
                 UP_TO.with(|up_to| up_to.set(level));
