@@ -478,8 +478,9 @@ pub(crate) fn hold_every_key() {
 /// so that small problems are split too, the engine spreading its buckets from 2
 /// threads, so that the 3-thread pool runs them in parallel, passes specializing from
 /// their first call, so that small problems run the specialized variants (the `Strided`
-/// code they would run first is [`unspecialized`]'s), and rows prefetched whatever the
-/// size of the tensor they pick from.
+/// code they would run first is [`unspecialized`]'s), rows prefetched whatever the
+/// size of the tensor they pick from, and element-wise picks along an outer dim run in
+/// tiles of a few columns whatever the size of the tensor they pick from.
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     static POOLS: OnceLock<[rayon::ThreadPool; 2]> = OnceLock::new();
     POOLS.get_or_init(|| {
@@ -487,6 +488,7 @@ pub fn pools() -> &'static [rayon::ThreadPool; 2] {
         scatterjit::set_engine_threads(2);
         scatterjit::set_specialize_after(0);
         scatterjit::set_prefetch_from(0);
+        scatterjit::set_tile_picks(16);
         let pool = |n| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n)
