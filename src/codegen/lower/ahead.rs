@@ -6,7 +6,7 @@
 //! Cranelift has no prefetch instruction: the code calls the host's helper
 //! ([`Machine::prefetch`], in this process only), once per row and prefetched access, where
 //! the row spans a cache line and the tensor it picks from is large (the host's setting,
-//! `jit::set_prefetch_from`, 1 MiB by default).
+//! `jit::set_prefetch_from`, by default a third of the last-level cache).
 //!
 //! The prefetch changes no result: it reads an index that the check has covered or will
 //! (an out-of-range one is skipped) and requests lines without reading them.
