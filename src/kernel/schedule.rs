@@ -155,9 +155,9 @@ fn count_still(nest: &LoopNest, layout: &ParamLayout, params: &[i64], n: usize) 
 /// last-level cache.
 static TILE_PICKS: AtomicI64 = AtomicI64::new(4 << 20);
 
-/// The narrowest tile, in bytes of a picked row: narrower tiles cut the streams of the
-/// index and the output into runs too short for the hardware's prefetcher.
-const WIDEST_MIN_TILE: i64 = 1024;
+/// The narrowest band of a tile, in bytes of a picked row: narrower bands cut the streams
+/// of the index and the output into runs too short for the hardware's prefetcher.
+const MIN_BAND: i64 = 1024;
 
 /// Sets the most bytes one tile's picks may reach (default 4 MiB; see `tiles` in the
 /// runtime's schedule). Results do not depend on it; tests lower it so that small problems
@@ -175,7 +175,7 @@ pub fn set_tile_picks(bytes: usize) {
 /// rows of the picked tensor: untiled, the picks of a row reach `s` times a whole row
 /// and miss the caches once that is larger than they are. A tile runs the whole nest on a
 /// band of columns, so its picks reach `s` times the band's bytes, which the band's width
-/// keeps under [`TILE_PICKS`] where a band of [`WIDEST_MIN_TILE`] allows. (A probe of
+/// keeps under [`TILE_PICKS`] where a band of [`MIN_BAND`] bytes allows. (A probe of
 /// `data[idx[i][j]][j]` on [4096, 2048] f32, one thread: 68 ms untiled, 36 ms in bands of
 /// 1 KiB, 62 ms in bands of 64 bytes, whose short runs of index and output the prefetcher
 /// does not follow.) Tiles own disjoint columns and every element sees its picks in the
@@ -210,7 +210,7 @@ fn tiles(key: &KernelKey, nest: &LoopNest, layout: &ParamLayout, params: &[i64])
     if s.checked_mul(row)? <= most {
         return None;
     }
-    let band = (most / s.max(1)).max(WIDEST_MIN_TILE.min(most));
+    let band = (most / s.max(1)).max(MIN_BAND.min(most));
     // Rows of a band or less are picked whole; more chunks than bands only feed threads.
     let bands = row / band;
     if bands < 2 {
