@@ -213,7 +213,7 @@ mod tests {
 
     #[test]
     fn every_build_of_the_scans_agrees() {
-        // Values near the bounds of s = 300, one out of range at each position in turn.
+        // Random values in [-350, 350) against s = 300: some out of range at either end.
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = || {
             rng ^= rng << 13;

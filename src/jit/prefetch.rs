@@ -13,8 +13,8 @@ pub(crate) const FROM_SYMBOL: &str = "scatterjit_prefetch_from";
 /// The smallest tensor (its extent along the indexed dim, in bytes) whose picks JIT code
 /// prefetches: most lines of a smaller one stay in the last-level cache between picks, and
 /// there the call costs more than the misses it saves. Read by the code at each row, so
-/// that tests can lower it for kernels already compiled. [`UNSET`] until the first
-/// compile that may prefetch sets [`default_from`] (or a caller sets it).
+/// that tests can lower it for kernels already compiled. [`UNSET`] until [`from_address`]
+/// first hands it to a compile (or a caller sets it).
 static FROM_BYTES: AtomicI64 = AtomicI64::new(UNSET);
 
 /// [`FROM_BYTES`] before anything set it.
@@ -67,21 +67,20 @@ fn last_level_cache() -> Option<i64> {
 }
 
 /// Where [`FROM_BYTES`] lives, for JIT code to load (an aligned 8-byte load, as atomic as
-/// the `Relaxed` store that sets it).
+/// the `Relaxed` store that sets it). Sets [`default_from`] first, unless a caller has set
+/// a value: no code can read it before it has this address.
 pub(crate) fn from_address() -> *const u8 {
+    static DEFAULT: std::sync::Once = std::sync::Once::new();
+    DEFAULT.call_once(|| {
+        let from = default_from();
+        let _ = FROM_BYTES.compare_exchange(UNSET, from, Ordering::Relaxed, Ordering::Relaxed);
+    });
     FROM_BYTES.as_ptr().cast::<u8>().cast_const()
 }
 
 /// The helper's address on this machine, or `None` where the machine has no prefetch
 /// instruction that this crate emits.
 pub(crate) fn address() -> Option<*const u8> {
-    // Before any code that reads it exists: each compile that may prefetch asks first.
-    static DEFAULT: std::sync::Once = std::sync::Once::new();
-    DEFAULT.call_once(|| {
-        let from = default_from();
-        // A caller's setting stands.
-        let _ = FROM_BYTES.compare_exchange(UNSET, from, Ordering::Relaxed, Ordering::Relaxed);
-    });
     if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
         Some(prefetch_row as *const u8)
     } else {
