@@ -1187,6 +1187,45 @@ fn gather_elements_over_long_axes_agrees_with_interpreter() {
     }
 }
 
+/// Gather with indices of every wide dtype, of rank 1 and 2, on an axis short enough for a
+/// u16 copy (which a Gather makes) and on one too long for it (a Gather makes no u32 copy
+/// and reads its own indices twice), with and without a bad index at the start, the
+/// middle and the end.
+#[test]
+fn gather_with_and_without_a_compact_copy_agrees_with_interpreter() {
+    for index_dtype in [DType::I32, DType::I64, DType::U32, DType::U64] {
+        for bad in [
+            None,
+            Some((0, BadIndex::Size)),
+            Some((13, BadIndex::BeforeStart)),
+            Some((29, BadIndex::Max)),
+        ] {
+            let cases: [(&[usize], &[usize], i64); 4] = [
+                (&[300, 3], &[30], 0),
+                (&[2, 65_537], &[5, 6], -1),
+                (&[4, 1000, 2], &[3, 10], 1),
+                (&[70_000], &[30], 0),
+            ];
+            for (data, indices, axis) in cases {
+                let case = named(
+                    OpKind::Gather,
+                    DType::F32,
+                    index_dtype,
+                    data,
+                    indices,
+                    axis,
+                    Reduction::None,
+                    true,
+                    bad,
+                );
+                if let Err(message) = check(&case) {
+                    panic!("{case:?}: {message}");
+                }
+            }
+        }
+    }
+}
+
 /// The lines a row reads ahead of its picks stay inside the tensor when its stride along the
 /// row is wider than an element: data, output and in-place views hold every other element
 /// of a buffer that ends at an inaccessible page, so a read even one byte past the view's

@@ -1,5 +1,5 @@
-//! GatherElements and ScatterElements with wide indices: the check before the first write
-//! also copies every index, normalized, into the narrowest unsigned type that holds the
+//! GatherElements, ScatterElements and Gather with wide indices: the check before the first
+//! write also copies every index, normalized, into the narrowest unsigned type that holds the
 //! axis (u16 or u32), and the apply pass of a sibling kernel keyed on that type reads the
 //! copy. The indices are then read once from their own memory, not twice: the copy is a
 //! quarter (or half) of their bytes.
@@ -89,24 +89,31 @@ impl Compacted<'_> {
 }
 
 impl Kernel {
-    /// The narrower index dtype the indices of this call compact to, if any: GatherElements
-    /// or a ScatterElements other than `mean` (whose scratch is bound from its own index)
-    /// with row-major indices (`dense`, their bytes) wider than it, enough of them to be
-    /// worth a copy (at least two parallel grains), and an axis of `size` it holds.
+    /// The narrower index dtype the indices of this call compact to, if any: GatherElements,
+    /// a ScatterElements other than `mean` (whose scratch is bound from its own index) or a
+    /// Gather, with row-major indices (`dense`, their bytes) wider than it, enough of them
+    /// to be worth a copy (at least two parallel grains), and an axis of `size` it holds.
+    ///
+    /// A Gather compacts to u16 only. Its apply picks whole rows of data along the axis;
+    /// with more than 2^16 of them the picks miss the cache and hide the second read of the
+    /// indices, and the copy's writes cost more than they save (one thread, 8M i64 indices
+    /// into 1M f32: 10-11 ms without a u32 copy, 11-13 with; into 65536 f32, 12 ms without a
+    /// u16 copy, 7-8.5 with). GatherElements and ScatterElements pick one element per
+    /// index, and a u32 copy pays (GatherElements of [64, 262144] f32: 39 ms without, 30
+    /// with).
     fn compact_dtype(&self, dense: &[u8], size: usize) -> Option<DType> {
         let key = &self.plan.key;
         let width = key.index_dtype().size();
         let many = (dense.len() / width) as i64 >= 2 * super::schedule::parallel_grain();
-        let op = match key.kind() {
-            OpKind::GatherElements => true,
-            OpKind::ScatterElements => self.plan.mean_accumulator().is_none(),
-            OpKind::Gather => false,
+        let widest = match key.kind() {
+            OpKind::GatherElements => Some(DType::U32),
+            OpKind::ScatterElements => self.plan.mean_accumulator().is_none().then_some(DType::U32),
+            OpKind::Gather => Some(DType::U16),
         };
-        if !op || !many {
-            return None;
-        }
+        let widest = widest.filter(|_| many)?;
         NARROW
             .into_iter()
+            .filter(|to| to.size() <= widest.size())
             .find(|to| to.size() < width && size as u64 <= 1 << (8 * to.size()))
     }
 
@@ -152,7 +159,8 @@ impl Kernel {
                     key.reduction(),
                     key.use_init_val(),
                 ),
-                _ => KernelKey::gather_elements(key.dtype(), to, rank, axis),
+                OpKind::GatherElements => KernelKey::gather_elements(key.dtype(), to, rank, axis),
+                OpKind::Gather => KernelKey::gather(key.dtype(), to, rank, key.index_rank(), axis),
             }?;
             let mut sibling = Kernel::compile(narrow)?;
             if let Some(counter) = &self.compile_counter {
@@ -168,7 +176,7 @@ impl Kernel {
         }))
     }
 
-    /// Runs a GatherElements call whose indices compact (see [`Self::compact`]): checks and
+    /// Runs a GatherElements or Gather call whose indices compact (see [`Self::compact`]): checks and
     /// copies them, then runs the sibling kernel's apply pass on the copy. `Ok(false)`
     /// where they do not compact, or hold a bad index (nothing is written).
     pub(super) fn gather_compacted(
