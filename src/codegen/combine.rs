@@ -21,7 +21,7 @@ pub(crate) enum Val {
 }
 
 impl Val {
-    fn scalar(self) -> Value {
+    pub(crate) fn scalar(self) -> Value {
         match self {
             Val::Scalar(v) => v,
             Val::Complex(..) => unreachable!("complex value where a scalar is expected"),
@@ -51,6 +51,16 @@ pub(crate) fn raw_type(size: usize) -> Type {
         8 => types::I64,
         16 => types::I128,
         _ => unreachable!("no element has {size} bytes"),
+    }
+}
+
+/// The float type `dtype`'s elements are stored as: f32 and f64, `None` for the others
+/// (16-bit floats compute in f32, complex numbers in two parts).
+pub(crate) fn stored_float(dtype: DType) -> Option<Type> {
+    match dtype {
+        DType::F32 => Some(types::F32),
+        DType::F64 => Some(types::F64),
+        _ => None,
     }
 }
 

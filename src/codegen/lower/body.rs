@@ -2,7 +2,7 @@
 //! combine of each pass kind.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, Block, InstBuilder, Value};
+use cranelift_codegen::ir::{types, Block, Endianness, InstBuilder, MemFlagsData, Value};
 use scatterjit_ir::{Combine, Operand, Source};
 
 use super::Lowering;
@@ -159,6 +159,33 @@ impl Lowering<'_, '_> {
                     let zero = self.b.ins().iconst(types::I64, 0);
                     self.b.ins().store(data_flags(), zero, count_ptr, 0);
                 }
+            }
+            (Combine::Finish { acc, with_init }, Some(Source::Read(src)))
+                if combine::stored_float(dtype) == Some(combine::acc_type(acc)) =>
+            {
+                // f32 and f64: divide every element and keep the quotient only where an
+                // update reached it, in integer registers (a conditional move; a float
+                // select is a branch on x86-64). A branch per element mispredicts where
+                // about a third of the elements are unreached at random (random indices,
+                // as many as the axis): 3.5 ns per element of [1024, 1024] f32, one thread.
+                let count_ptr = self.address(ptrs, Operand::Counts, k);
+                let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
+                let n = match with_init {
+                    true => self.b.ins().iadd_imm_s(count, 1),
+                    false => count,
+                };
+                let src_ptr = self.address(ptrs, src.operand, k);
+                let ty = combine::acc_type(acc);
+                let sum = self.b.ins().load(ty, data_flags(), src_ptr, 0);
+                // Unreached and without data's value, `n` is 0 and the quotient unused.
+                let quotient = combine::finish(self.b, dtype, acc, sum, n).scalar();
+                let bits = raw_type(ty.bytes() as usize);
+                let flags = MemFlagsData::new().with_endianness(Endianness::Little);
+                let quotient = self.b.ins().bitcast(bits, flags, quotient);
+                let old = self.b.ins().load(bits, data_flags(), dest_ptr, 0);
+                let reached = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, count, 0);
+                let v = self.b.ins().select(reached, quotient, old);
+                self.b.ins().store(data_flags(), v, dest_ptr, 0);
             }
             (Combine::Finish { acc, with_init }, Some(Source::Read(src))) => {
                 let count_ptr = self.address(ptrs, Operand::Counts, k);
