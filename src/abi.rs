@@ -60,12 +60,9 @@ impl Still {
 /// The cache line size [`Variant::Touched`] reads lines at (x86-64, most AArch64).
 pub(crate) const CACHE_LINE: i64 = 64;
 
-/// A line of at least this many bytes is read ahead ([`Variant::Touched`]): the picks of
-/// a shorter one start its few cache lines' misses together anyway, and reading them first
-/// only adds the wait. One thread, 8 MiB of f32 or f64 rows, ScatterElements add in place
-/// and GatherElements, against no read-ahead: rows of 1 KiB took 5-20% longer, of 2 KiB
-/// from 20% longer to 10% shorter, of 4 KiB up to a third shorter (BENCHMARKS.md).
-const READ_AHEAD_FROM: i64 = 4 << 10;
+/// A line of at least this many bytes is read ahead ([`Variant::Touched`]): shorter ones
+/// are a few cache lines, warm after a row's first picks.
+const READ_AHEAD_FROM: i64 = 1 << 10;
 
 /// ... and of at most this many: a line read ahead must still be in a core's cache (L2
 /// holds 256 KiB or more on the machines this targets) when the row picks from it.
