@@ -54,12 +54,15 @@ pub(crate) fn raw_type(size: usize) -> Type {
     }
 }
 
-/// The float type `dtype`'s elements are stored as: f32 and f64, `None` for the others
-/// (16-bit floats compute in f32, complex numbers in two parts).
-pub(crate) fn stored_float(dtype: DType) -> Option<Type> {
+/// The bits [`store`] writes for the real float `x` of `dtype` (f16 and bf16 rounded to
+/// nearest even, f32 and f64 as they are), as the integer type of the element's size;
+/// `None` for the other dtypes.
+pub(crate) fn real_float_bits(b: &mut FunctionBuilder, dtype: DType, x: Value) -> Option<Value> {
+    let flags = MemFlagsData::new().with_endianness(Endianness::Little);
     match dtype {
-        DType::F32 => Some(types::F32),
-        DType::F64 => Some(types::F64),
+        DType::F16 => Some(half::f32_to_f16(b, x)),
+        DType::BF16 => Some(half::f32_to_bf16(b, x)),
+        DType::F32 | DType::F64 => Some(b.ins().bitcast(raw_type(dtype.size()), flags, x)),
         _ => None,
     }
 }

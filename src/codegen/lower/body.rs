@@ -2,8 +2,8 @@
 //! combine of each pass kind.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, Block, Endianness, InstBuilder, MemFlagsData, Value};
-use scatterjit_ir::{Combine, Operand, Source};
+use cranelift_codegen::ir::{types, Block, InstBuilder, Value};
+use scatterjit_ir::{Combine, MeanAccumulator, Operand, Source};
 
 use super::Lowering;
 use crate::abi;
@@ -161,13 +161,13 @@ impl Lowering<'_, '_> {
                 }
             }
             (Combine::Finish { acc, with_init }, Some(Source::Read(src)))
-                if combine::stored_float(dtype) == Some(combine::acc_type(acc)) =>
+                if matches!(acc, MeanAccumulator::F32 | MeanAccumulator::F64) =>
             {
-                // f32 and f64: divide every element and keep the quotient only where an
-                // update reached it, in integer registers (a conditional move; a float
-                // select is a branch on x86-64). A branch per element mispredicts where
-                // about a third of the elements are unreached at random (random indices,
-                // as many as the axis): 3.5 ns per element of [1024, 1024] f32, one thread.
+                // Floats: divide every element and keep the quotient only where an update
+                // reached it, in integer registers (a conditional move; a float select is
+                // a branch on x86-64). A branch per element mispredicts where about a third
+                // of the elements are unreached at random (random indices, as many as the
+                // axis): 3.5 ns per element of [1024, 1024] f32, one thread.
                 let count_ptr = self.address(ptrs, Operand::Counts, k);
                 let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
                 let n = match with_init {
@@ -179,9 +179,9 @@ impl Lowering<'_, '_> {
                 let sum = self.b.ins().load(ty, data_flags(), src_ptr, 0);
                 // Unreached and without data's value, `n` is 0 and the quotient unused.
                 let quotient = combine::finish(self.b, dtype, acc, sum, n).scalar();
-                let bits = raw_type(ty.bytes() as usize);
-                let flags = MemFlagsData::new().with_endianness(Endianness::Little);
-                let quotient = self.b.ins().bitcast(bits, flags, quotient);
+                let quotient = combine::real_float_bits(self.b, dtype, quotient)
+                    .expect("float accumulators serve real floats");
+                let bits = raw_type(dtype.size());
                 let old = self.b.ins().load(bits, data_flags(), dest_ptr, 0);
                 let reached = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, count, 0);
                 let v = self.b.ins().select(reached, quotient, old);
