@@ -151,15 +151,19 @@ fn count_still(nest: &LoopNest, layout: &ParamLayout, params: &[i64], n: usize) 
             .any(|a| a.operand == Operand::Counts && params[a.strides_at + n] == 0)
 }
 
-/// The most bytes the picks of one tile may reach (see [`tiles`]): a share of the
-/// last-level cache.
-static TILE_PICKS: AtomicI64 = AtomicI64::new(4 << 20);
+/// The most bytes the picks of one tile may reach (see [`tiles`]): a quarter of a 1 MiB
+/// second-level cache, so that they stay in it. (One thread, GatherElements along axis 0
+/// of f32 [64, 131072]: 20.5 ms with a reach of 4 MiB, 15.2-15.8 with 256 KiB; of i8
+/// [256, 32768]: 22.2 and 17.6; ScatterElements add along axis 0 of f32 [256, 32768]: 26.8
+/// and 24.6; shapes whose bands are [`MIN_BAND`] either way unchanged. BENCHMARKS.md.)
+static TILE_PICKS: AtomicI64 = AtomicI64::new(256 << 10);
 
-/// The narrowest band of a tile, in bytes of a picked row: narrower bands cut the streams
-/// of the index and the output into runs too short for the hardware's prefetcher.
+/// The narrowest band of a tile, in contiguous bytes of a picked slice: narrower bands cut
+/// the streams of the index and the output into runs too short for the hardware's
+/// prefetcher.
 const MIN_BAND: i64 = 1024;
 
-/// Sets the most bytes one tile's picks may reach (default 4 MiB; see `tiles` in the
+/// Sets the most bytes one tile's picks may reach (default 256 KiB; see `tiles` in the
 /// runtime's schedule). Results do not depend on it; tests lower it so that small problems
 /// run in tiles.
 #[doc(hidden)]
@@ -168,67 +172,87 @@ pub fn set_tile_picks(bytes: usize) {
 }
 
 /// How to cut a pass that picks element by element along an outer dim (GatherElements or
-/// ScatterElements along axis 0 of a matrix: `data[idx[i][j]][j]`) into tiles of its
-/// innermost loop, or `None`.
+/// ScatterElements along an axis before the last: `data[idx[i][j][k]][j][k]`) into tiles
+/// of the loops after that dim's, or `None`.
 ///
-/// Each step of the outer loops picks, at every column `j` of the row, from any of the `s`
-/// rows of the picked tensor: untiled, the picks of a row reach `s` times a whole row
-/// and miss the caches once that is larger than they are. A tile runs the whole nest on a
-/// band of columns, so its picks reach `s` times the band's bytes, which the band's width
-/// keeps under [`TILE_PICKS`] where a band of [`MIN_BAND`] bytes allows. (A probe of
-/// `data[idx[i][j]][j]` on [4096, 2048] f32, one thread: 68 ms untiled, 36 ms in bands of
-/// 1 KiB, 62 ms in bands of 64 bytes, whose short runs of index and output the prefetcher
-/// does not follow.) Tiles own disjoint columns and every element sees its picks in the
+/// Each step of the axis's loop picks, at every position of the loops after it (the band
+/// loops), from any of the `s` slices of the picked tensor along the axis: untiled, those
+/// picks reach `s` times a whole slice and miss the caches once that is larger than they
+/// are. A tile runs the whole nest on a band of the outermost band loop whose single step
+/// keeps the reach under [`TILE_PICKS`] (the innermost loop if none does), as wide as keeps
+/// it there but at least [`MIN_BAND`] contiguous bytes. (A probe of `data[idx[i][j]][j]`
+/// on [4096, 2048] f32, one thread: 68 ms untiled, 36 ms in bands of 1 KiB, 62 ms in bands
+/// of 64 bytes, whose short runs of index and output the prefetcher does not follow.)
+/// Tiles own disjoint positions of the band loops and every element sees its picks in the
 /// order of one thread, so they run in parallel like any chunks.
 fn tiles(key: &KernelKey, nest: &LoopNest, layout: &ParamLayout, params: &[i64]) -> Option<Split> {
     let depth = layout.depth;
     let grain = PARALLEL_GRAIN.load(Ordering::Relaxed);
     let dims = &params[..depth];
     let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
-    let inner = depth.checked_sub(1).filter(|&n| n > 0)?;
-    let moves = |a: &abi::AccessSlots| params[a.strides_at + inner] != 0;
+    let moves = |a: &abi::AccessSlots, l: usize| params[a.strides_at + l] != 0;
     let index = layout
         .accesses
         .iter()
         .find(|a| a.operand == Operand::Indices)?;
-    // The access the index moves; walking the inner loop, it picks along another dim.
+    // The access the index moves; along the axis's loop it stays put (the index gives
+    // its coordinate there), along the band loops it moves with the index.
     let picked = layout
         .accesses
         .iter()
         .find(|a| a.indexed_stride_at.is_some())?;
+    let first = (0..depth).rev().find(|&l| !moves(picked, l))? + 1;
+    let bands_loops = first..depth;
     if work < 2 * grain
-        || !moves(index)
-        || !moves(picked)
-        || count_still(nest, layout, params, inner)
+        || bands_loops.is_empty()
+        || bands_loops
+            .clone()
+            .any(|l| !moves(index, l) || !moves(picked, l) || count_still(nest, layout, params, l))
     {
         return None;
     }
     let size = abi::element_size(key, picked.operand) as i64;
-    let s = params[layout.bound_at?];
-    let row = dims[inner].checked_mul(size)?;
+    let s = params[layout.bound_at?].max(1);
+    // Bytes of one step of band loop `l`: the loops inside it, whole.
+    let slice = |l: usize| {
+        dims[l + 1..]
+            .iter()
+            .try_fold(size, |acc, &d| acc.checked_mul(d))
+    };
     let most = TILE_PICKS.load(Ordering::Relaxed);
-    if s.checked_mul(row)? <= most {
+    if s.checked_mul(slice(first - 1)?)? <= most {
         return None;
     }
-    let band = (most / s.max(1)).max(MIN_BAND.min(most));
-    // Rows of a band or less are picked whole; more chunks than bands only feed threads.
-    let bands = row / band;
+    let level = bands_loops
+        .clone()
+        .find(|&l| {
+            slice(l)
+                .and_then(|b| b.checked_mul(s))
+                .is_some_and(|r| r <= most)
+        })
+        .unwrap_or(depth - 1);
+    let step = slice(level)?;
+    let fits = (most / s / step).max(1);
+    let band = fits.max((MIN_BAND.min(most) + step - 1) / step);
+    // A loop of a band or less is picked whole; more chunks than bands only feed threads.
+    let bands = dims[level] / band;
     if bands < 2 {
         return None;
     }
     let threads = rayon::current_num_threads() as i64;
     let chunks = bands
         .max(threads * CHUNKS_PER_THREAD as i64)
-        .min(dims[inner]);
+        .min(dims[level]);
     let line = LINE as i64;
-    let align = match band >= line && line % size == 0 {
-        true => line / size,
+    // Chunks start on a cache line of the picked tensor where its steps divide one.
+    let align = match step < line && line % step == 0 && band * step >= line {
+        true => line / step,
         false => 1,
     };
     (chunks >= 2).then(|| Split {
-        level: inner,
+        level,
         chunks: chunks as usize,
-        steps: steps(key, layout, params, inner),
+        steps: steps(key, layout, params, level),
         align,
     })
 }
@@ -571,9 +595,16 @@ mod tests {
     fn element_picks_along_an_outer_dim_run_in_tiles() {
         // (level, chunks) of the tiles of a ScatterElements add of f32 on one thread.
         let decide = |axis: i64, data: &[usize], indices: &[usize]| -> Option<(usize, usize)> {
-            let key =
-                KernelKey::scatter_elements(DType::F32, DType::I64, 2, axis, Reduction::Add, true)
-                    .unwrap();
+            let rank = data.len();
+            let key = KernelKey::scatter_elements(
+                DType::F32,
+                DType::I64,
+                rank,
+                axis,
+                Reduction::Add,
+                true,
+            )
+            .unwrap();
             let plan = Plan::new(key);
             let nest = plan.pass(PassKind::Apply).unwrap();
             let layout = ParamLayout::of(nest);
@@ -581,7 +612,12 @@ mod tests {
             let mut out = vec![0u8; numel(data) * 4];
             let idx = vec![0u8; numel(indices) * 8];
             let upd = vec![0u8; numel(indices) * 4];
-            let (ds, is) = ([data[1] as isize, 1], [indices[1] as isize, 1]);
+            let row_major = |shape: &[usize]| -> Vec<isize> {
+                (0..shape.len())
+                    .map(|d| shape[d + 1..].iter().product::<usize>() as isize)
+                    .collect()
+            };
+            let (ds, is) = (row_major(data), row_major(indices));
             let mut ov = TensorViewMut::new(DType::F32, data, &ds, 0, &mut out).unwrap();
             let iv = TensorView::new(DType::I64, indices, &is, 0, &idx).unwrap();
             let uv = TensorView::new(DType::F32, indices, &is, 0, &upd).unwrap();
@@ -599,6 +635,13 @@ mod tests {
         };
         // 4096 rows of 4 KiB picked from: bands of 1 KiB, each reaching 4 MiB.
         assert_eq!(decide(0, &[4096, 1024], &[64, 1024]), Some((1, 4)));
+        // 256 rows of 64 KiB: bands of 1 KiB reach 256 KiB.
+        assert_eq!(decide(0, &[256, 16384], &[8, 16384]), Some((1, 64)));
+        // Along axis 0 of rank 3, the band loops are the last two: 256 slices of 32 KiB,
+        // cut along the middle loop into bands of four 256-byte rows (1 KiB).
+        assert_eq!(decide(0, &[256, 128, 64], &[8, 128, 64]), Some((1, 32)));
+        // Along the middle axis of rank 3, only the last loop picks.
+        assert_eq!(decide(1, &[2, 256, 16384], &[2, 8, 16384]), Some((2, 64)));
         // Picks within a row (the Touched variant's case), from 256 KiB, or from rows of
         // a band (GNN messages) need none.
         assert_eq!(decide(1, &[64, 4096], &[64, 1024]), None);
