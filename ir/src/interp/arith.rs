@@ -15,7 +15,7 @@ pub(super) trait Arith: Element {
     /// IEEE 754-2019 `minimum`, plain min for integers, AND for bool; `None` for complex.
     fn minimum(self, other: Self) -> Option<Self>;
     /// The mean of `start` (data, when `use_init_val`) and `updates`, summed in order in the
-    /// accumulator type of [`Reduction::mean_accumulator`]; `None` for bool and complex.
+    /// accumulator type of [`crate::Reduction::mean_accumulator`]; `None` for bool and complex.
     fn mean(start: Option<Self>, updates: &[Self]) -> Option<Self>;
 }
 

@@ -4,7 +4,7 @@
 //! work to start the next rows' misses itself. So the loop just outside the row reads the
 //! index of the row [`ROWS_AHEAD`] steps on and asks the caches for the lines it picks.
 //! Cranelift has no prefetch instruction: the code calls the host's helper
-//! ([`Machine::prefetch`], in this process only), once per row and prefetched access, where
+//! ([`super::Machine::prefetch`], in this process only), once per row and prefetched access, where
 //! the row spans a cache line and the tensor it picks from is large (the host's setting,
 //! `jit::set_prefetch_from`, by default a third of the last-level cache).
 //!
