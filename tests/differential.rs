@@ -1155,18 +1155,26 @@ fn named_edge_cases() {
     }
 }
 
+/// Index dtypes wider than u16, which the check may copy to a narrower one.
+const WIDE_INDEX_DTYPES: [DType; 4] = [DType::I32, DType::I64, DType::U32, DType::U64];
+
+/// No bad index, then one at the start, the middle and the end of `count` indices.
+fn bad_at_the_ends_and_middle(count: usize) -> [Option<(usize, BadIndex)>; 4] {
+    [
+        None,
+        Some((0, BadIndex::Size)),
+        Some((count / 2 - 1, BadIndex::BeforeStart)),
+        Some((count - 1, BadIndex::Max)),
+    ]
+}
+
 /// GatherElements over an axis too long for u16 indices, so that wide indices compact to
 /// u32 (shorter axes compact to u16 in the random cases), every wide index dtype, with
 /// and without a bad index at the start, the middle and the end.
 #[test]
 fn gather_elements_over_long_axes_agrees_with_interpreter() {
-    for index_dtype in [DType::I32, DType::I64, DType::U32, DType::U64] {
-        for bad in [
-            None,
-            Some((0, BadIndex::Size)),
-            Some((9, BadIndex::BeforeStart)),
-            Some((19, BadIndex::Max)),
-        ] {
+    for index_dtype in WIDE_INDEX_DTYPES {
+        for bad in bad_at_the_ends_and_middle(20) {
             for (data, indices, axis) in [([2, 70_000], [2, 10], 1), ([65_537, 2], [10, 2], -2)] {
                 let case = named(
                     OpKind::GatherElements,
@@ -1193,13 +1201,8 @@ fn gather_elements_over_long_axes_agrees_with_interpreter() {
 /// middle and the end.
 #[test]
 fn gather_with_and_without_a_compact_copy_agrees_with_interpreter() {
-    for index_dtype in [DType::I32, DType::I64, DType::U32, DType::U64] {
-        for bad in [
-            None,
-            Some((0, BadIndex::Size)),
-            Some((13, BadIndex::BeforeStart)),
-            Some((29, BadIndex::Max)),
-        ] {
+    for index_dtype in WIDE_INDEX_DTYPES {
+        for bad in bad_at_the_ends_and_middle(30) {
             let cases: [(&[usize], &[usize], i64); 4] = [
                 (&[300, 3], &[30], 0),
                 (&[2, 65_537], &[5, 6], -1),

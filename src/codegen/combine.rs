@@ -112,12 +112,8 @@ pub(crate) fn load(b: &mut FunctionBuilder, dtype: DType, ptr: Value) -> Val {
 pub(crate) fn store(b: &mut FunctionBuilder, dtype: DType, v: Val, ptr: Value) {
     let f = data_flags();
     match (dtype, v) {
-        (DType::F16, Val::Scalar(x)) => {
-            let bits = half::f32_to_f16(b, x);
-            b.ins().store(f, bits, ptr, 0);
-        }
-        (DType::BF16, Val::Scalar(x)) => {
-            let bits = half::f32_to_bf16(b, x);
+        (DType::F16 | DType::BF16, Val::Scalar(x)) => {
+            let bits = real_float_bits(b, dtype, x).expect("16-bit floats are real floats");
             b.ins().store(f, bits, ptr, 0);
         }
         (_, Val::Complex(re, im)) => {

@@ -1,7 +1,7 @@
 //! How a pass runs over the current rayon pool: whole, split into chunks along one loop
-//! ([`split`]), in tiles of its innermost loop ([`tiles`]), reduced into per-thread
-//! partial outputs ([`partial_split`]), or bucket by bucket on the parallel engine
-//! (`crate::engine`).
+//! ([`split`]), in tiles of a loop after the axis it picks along ([`tiles`]), reduced into
+//! per-thread partial outputs ([`partial_split`]), or bucket by bucket on the parallel
+//! engine (`crate::engine`).
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -190,6 +190,9 @@ fn tiles(key: &KernelKey, nest: &LoopNest, layout: &ParamLayout, params: &[i64])
     let grain = PARALLEL_GRAIN.load(Ordering::Relaxed);
     let dims = &params[..depth];
     let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    if work < 2 * grain {
+        return None;
+    }
     let moves = |a: &abi::AccessSlots, l: usize| params[a.strides_at + l] != 0;
     let index = layout
         .accesses
@@ -203,8 +206,7 @@ fn tiles(key: &KernelKey, nest: &LoopNest, layout: &ParamLayout, params: &[i64])
         .find(|a| a.indexed_stride_at.is_some())?;
     let first = (0..depth).rev().find(|&l| !moves(picked, l))? + 1;
     let bands_loops = first..depth;
-    if work < 2 * grain
-        || bands_loops.is_empty()
+    if bands_loops.is_empty()
         || bands_loops
             .clone()
             .any(|l| !moves(index, l) || !moves(picked, l) || count_still(nest, layout, params, l))
@@ -531,44 +533,55 @@ impl Kernel {
 
 #[cfg(test)]
 mod tests {
+    use super::super::bind::Order;
     use super::*;
     use crate::tensor::TensorViewMut;
     use scatterjit_ir::{DType, Plan, Reduction};
 
+    /// Row-major element strides of `shape`.
+    fn row_major(shape: &[usize]) -> Vec<isize> {
+        scatterjit_ir::row_major_strides(shape)
+            .iter()
+            .map(|&x| x as isize)
+            .collect()
+    }
+
+    /// A ScatterElements add of `dtype` along `axis` (i64 indices), and the parameters and
+    /// loop order its apply pass binds for row-major data and indices of these shapes.
+    fn bind_scatter_add(
+        dtype: DType,
+        axis: i64,
+        data: &[usize],
+        indices: &[usize],
+    ) -> (KernelKey, Plan, Vec<i64>, Order) {
+        let key =
+            KernelKey::scatter_elements(dtype, DType::I64, data.len(), axis, Reduction::Add, true)
+                .unwrap();
+        let plan = Plan::new(key);
+        let nest = plan.pass(PassKind::Apply).unwrap();
+        let numel = |s: &[usize]| s.iter().product::<usize>();
+        let mut out = vec![0u8; numel(data) * dtype.size()];
+        let idx = vec![0u8; numel(indices) * 8];
+        let upd = vec![0u8; numel(indices) * dtype.size()];
+        let (ds, is) = (row_major(data), row_major(indices));
+        let mut ov = TensorViewMut::new(dtype, data, &ds, 0, &mut out).unwrap();
+        let iv = TensorView::new(DType::I64, indices, &is, 0, &idx).unwrap();
+        let uv = TensorView::new(dtype, indices, &is, 0, &upd).unwrap();
+        let ops = Operands::default()
+            .with(Operand::Indices, iv.raw())
+            .with(Operand::Updates, uv.raw())
+            .with(Operand::Output, ov.raw());
+        let (params, order) = bind(&key, nest, &ParamLayout::of(nest), &ops, false);
+        (key, plan, params, order)
+    }
+
     #[test]
     fn only_small_integer_outputs_of_axis_only_scatters_take_partials() {
         let decide = |dtype: DType, data: &[usize], indices: &[usize]| -> Option<usize> {
-            let key = KernelKey::scatter_elements(
-                dtype,
-                DType::I64,
-                data.len(),
-                -1,
-                Reduction::Add,
-                true,
-            )
-            .unwrap();
-            let plan = Plan::new(key);
+            let (key, plan, params, order) = bind_scatter_add(dtype, -1, data, indices);
             let nest = plan.pass(PassKind::Apply).unwrap();
             let layout = ParamLayout::of(nest);
-            let numel = |s: &[usize]| s.iter().product::<usize>();
-            let mut out = vec![0u8; numel(data) * dtype.size()];
-            let idx = vec![0u8; numel(indices) * 8];
-            let upd = vec![0u8; numel(indices) * dtype.size()];
-            let strides = |s: &[usize]| -> Vec<isize> {
-                scatterjit_ir::row_major_strides(s)
-                    .iter()
-                    .map(|&x| x as isize)
-                    .collect()
-            };
-            let (ds, is) = (strides(data), strides(indices));
-            let mut ov = TensorViewMut::new(dtype, data, &ds, 0, &mut out).unwrap();
-            let iv = TensorView::new(DType::I64, indices, &is, 0, &idx).unwrap();
-            let uv = TensorView::new(dtype, indices, &is, 0, &upd).unwrap();
-            let ops = Operands::default()
-                .with(Operand::Indices, iv.raw())
-                .with(Operand::Updates, uv.raw())
-                .with(Operand::Output, ov.raw());
-            let (params, order) = bind(&key, nest, &layout, &ops, false);
+            let ds = row_major(data);
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(2)
                 .build()
@@ -595,37 +608,9 @@ mod tests {
     fn element_picks_along_an_outer_dim_run_in_tiles() {
         // (level, chunks) of the tiles of a ScatterElements add of f32 on one thread.
         let decide = |axis: i64, data: &[usize], indices: &[usize]| -> Option<(usize, usize)> {
-            let rank = data.len();
-            let key = KernelKey::scatter_elements(
-                DType::F32,
-                DType::I64,
-                rank,
-                axis,
-                Reduction::Add,
-                true,
-            )
-            .unwrap();
-            let plan = Plan::new(key);
+            let (key, plan, params, _) = bind_scatter_add(DType::F32, axis, data, indices);
             let nest = plan.pass(PassKind::Apply).unwrap();
             let layout = ParamLayout::of(nest);
-            let numel = |s: &[usize]| s.iter().product::<usize>();
-            let mut out = vec![0u8; numel(data) * 4];
-            let idx = vec![0u8; numel(indices) * 8];
-            let upd = vec![0u8; numel(indices) * 4];
-            let row_major = |shape: &[usize]| -> Vec<isize> {
-                (0..shape.len())
-                    .map(|d| shape[d + 1..].iter().product::<usize>() as isize)
-                    .collect()
-            };
-            let (ds, is) = (row_major(data), row_major(indices));
-            let mut ov = TensorViewMut::new(DType::F32, data, &ds, 0, &mut out).unwrap();
-            let iv = TensorView::new(DType::I64, indices, &is, 0, &idx).unwrap();
-            let uv = TensorView::new(DType::F32, indices, &is, 0, &upd).unwrap();
-            let ops = Operands::default()
-                .with(Operand::Indices, iv.raw())
-                .with(Operand::Updates, uv.raw())
-                .with(Operand::Output, ov.raw());
-            let (params, _) = bind(&key, nest, &layout, &ops, false);
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(1)
                 .build()

@@ -480,7 +480,7 @@ pub(crate) fn hold_every_key() {
 /// their first call, so that small problems run the specialized variants (the `Strided`
 /// code they would run first is [`unspecialized`]'s), rows prefetched whatever the
 /// size of the tensor they pick from, and element-wise picks along an outer dim run in
-/// tiles of a few columns whatever the size of the tensor they pick from.
+/// tiles of a few elements whatever the size of the tensor they pick from.
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     static POOLS: OnceLock<[rayon::ThreadPool; 2]> = OnceLock::new();
     POOLS.get_or_init(|| {

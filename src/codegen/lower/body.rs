@@ -170,10 +170,7 @@ impl Lowering<'_, '_> {
                 // axis): 3.5 ns per element of [1024, 1024] f32, one thread.
                 let count_ptr = self.address(ptrs, Operand::Counts, k);
                 let count = self.b.ins().load(types::I64, data_flags(), count_ptr, 0);
-                let n = match with_init {
-                    true => self.b.ins().iadd_imm_s(count, 1),
-                    false => count,
-                };
+                let n = self.mean_divisor(count, with_init);
                 let src_ptr = self.address(ptrs, src.operand, k);
                 let ty = combine::acc_type(acc);
                 let sum = self.b.ins().load(ty, data_flags(), src_ptr, 0);
@@ -225,11 +222,16 @@ impl Lowering<'_, '_> {
         let reached = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, count, 0);
         self.b.ins().brif(reached, divide, &[], done, &[]);
         self.b.switch_to_block(divide);
-        let n = match with_init {
+        (self.mean_divisor(count, with_init), done)
+    }
+
+    /// What `mean` divides by: the `count` of updates, plus one for data's own value
+    /// `with_init`.
+    fn mean_divisor(&mut self, count: Value, with_init: bool) -> Value {
+        match with_init {
             true => self.b.ins().iadd_imm_s(count, 1),
             false => count,
-        };
-        (n, done)
+        }
     }
 
     /// `count += 1` for the i64 count at `at`.
