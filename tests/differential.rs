@@ -783,26 +783,60 @@ fn engine_case_of(
 }
 
 /// Scatter `mean` whose update rows (the last dim, off the axis) each land whole on one
-/// destination row, so that it can keep one count per row: an index constant along the
-/// last dim (expanded, row-broadcast, or materialized and uniform per slice) spanning
-/// data's last dim; rows short, or wide enough (thousands of elements) that a parallel
-/// pass would split them; updates in any layout, bad indices now and then.
+/// destination row, so that it can keep one count per row (see [`whole_rows_case`]);
+/// rows short, or wide enough (thousands of elements) that a parallel pass would split
+/// them.
 fn row_mean_case() -> impl Strategy<Value = Case> {
+    whole_rows_case(
+        mean_dtypes(),
+        vec![Reduction::Mean],
+        prop_oneof![3 => 1usize..=5, 1 => 1000usize..=2100],
+    )
+}
+
+/// Scatters of f16 and bf16 with every float reduction whose update rows land whole on
+/// one destination row: rows combined with vectors of eight elements (converted to f32
+/// lanes and back) and a tail element by element, so of any length.
+fn half_rows_case() -> impl Strategy<Value = Case> {
+    whole_rows_case(
+        vec![DType::F16, DType::BF16],
+        vec![
+            Reduction::Add,
+            Reduction::Mul,
+            Reduction::Max,
+            Reduction::Min,
+            Reduction::Mean,
+        ],
+        prop_oneof![3 => 1usize..=40, 1 => 1000usize..=2100],
+    )
+}
+
+/// Scatters of `dtypes` and `reductions` whose update rows (the last dim, off the axis)
+/// each land whole on one destination row: an index constant along the last dim
+/// (expanded, row-broadcast, or materialized and uniform per slice) spanning data's last
+/// dim of `row` elements; updates in any layout (a row-broadcast one is one value per
+/// row), bad indices now and then.
+fn whole_rows_case(
+    dtypes: Vec<DType>,
+    reductions: Vec<Reduction>,
+    row: impl Strategy<Value = usize> + Clone,
+) -> impl Strategy<Value = Case> {
     (
-        prop::sample::select(mean_dtypes()),
+        prop::sample::select(dtypes),
         prop::sample::select(index_dtypes()),
         2usize..=3,
+        prop::sample::select(reductions),
         any::<bool>(),
         any::<u64>(),
     )
-        .prop_flat_map(|(dtype, index_dtype, rank, init, seed)| {
+        .prop_flat_map(move |(dtype, index_dtype, rank, reduction, init, seed)| {
             (
-                Just((dtype, index_dtype, init, seed)),
+                Just((dtype, index_dtype, reduction, init, seed)),
                 prop::collection::vec(prop_oneof![1 => Just(0usize), 8 => 1usize..=3], rank),
                 0..rank - 1,
                 1usize..=6,
                 1usize..=8,
-                prop_oneof![3 => 1usize..=5, 1 => 1000usize..=2100],
+                row.clone(),
                 prop_oneof![
                     2 => Just(Layout::Expanded),
                     2 => Just(Layout::RowBroadcast),
@@ -822,7 +856,7 @@ fn row_mean_case() -> impl Strategy<Value = Case> {
         })
         .prop_map(
             |(
-                (dtype, index_dtype, use_init_val, seed),
+                (dtype, index_dtype, reduction, use_init_val, seed),
                 dims,
                 axis,
                 size,
@@ -846,7 +880,7 @@ fn row_mean_case() -> impl Strategy<Value = Case> {
                     data_shape,
                     index_shape,
                     axis: axis as i64,
-                    reduction: Reduction::Mean,
+                    reduction,
                     use_init_val,
                     layouts: [dl, il, ul],
                     bad,
@@ -904,6 +938,14 @@ proptest! {
     /// One count per destination row (see [`row_mean_case`]).
     #[test]
     fn mean_of_whole_rows_agrees_with_interpreter(case in row_mean_case()) {
+        if let Err(message) = check(&case) {
+            prop_assert!(false, "{}", message);
+        }
+    }
+
+    /// f16 and bf16 rows combined in f32 vector lanes (see [`half_rows_case`]).
+    #[test]
+    fn half_float_rows_agree_with_interpreter(case in half_rows_case()) {
         if let Err(message) = check(&case) {
             prop_assert!(false, "{}", message);
         }

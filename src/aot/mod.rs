@@ -185,20 +185,29 @@ mod tests {
         );
     }
 
-    /// Every mean key, on every supported target: each instruction the init, apply and
-    /// finish nests emit (i128 sums, the floor division) is one the back end can lower.
+    /// Every mean key and every f16 and bf16 reduction, on every supported target: each
+    /// instruction the init, apply and finish nests emit (i128 sums, the floor division,
+    /// half floats converted in vector lanes) is one the back end can lower.
     #[test]
-    fn every_target_compiles_every_mean() {
-        let keys: Vec<KernelKey> = DType::ALL
+    fn every_target_compiles_every_mean_and_half_float_reduction() {
+        let means = DType::ALL
             .iter()
             .filter(|&&d| Reduction::Mean.supports(d))
-            .flat_map(|&d| {
-                [true, false].map(|init| {
-                    KernelKey::scatter_elements(d, DType::I32, 2, 1, Reduction::Mean, init).unwrap()
-                })
-            })
+            .flat_map(|&d| [true, false].map(|init| (d, Reduction::Mean, init)));
+        let halves = [DType::F16, DType::BF16].into_iter().flat_map(|d| {
+            [
+                Reduction::Add,
+                Reduction::Mul,
+                Reduction::Max,
+                Reduction::Min,
+            ]
+            .map(|r| (d, r, true))
+        });
+        let keys: Vec<KernelKey> = means
+            .chain(halves)
+            .map(|(d, r, init)| KernelKey::scatter_elements(d, DType::I32, 2, 1, r, init).unwrap())
             .collect();
-        assert_eq!(keys.len(), 24);
+        assert_eq!(keys.len(), 32);
         let targets = [
             ("x86_64-unknown-linux-gnu", &[][..]),
             ("x86_64-unknown-linux-gnu", &["x86-64-v3"][..]),

@@ -11,14 +11,19 @@
 //! (`half::f16::{from_bits(h).to_f32(), from_f32(x).to_bits()}` and the `bf16`
 //! equivalents); NaN inputs give a NaN of the same sign (see each function).
 //!
+//! [`widen_halves`] and [`narrow_halves`] convert eight elements at once in 16-byte vector
+//! lanes for whole-row combines, by the same methods and so with the same bits as the
+//! scalar emitters (which the tests check for every input of the widening), so that a row's
+//! vector part and its tail, and the variants that run a row one way or the other, agree.
+//!
 //! The emitters assume the default floating-point environment (round to nearest even,
 //! no flush-to-zero / denormals-are-zero), which is what Cranelift-generated code runs
 //! under in a normal Rust process.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::Ieee32;
-use cranelift_codegen::ir::types::{F32, I16, I32};
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::ir::types::{F32, F32X4, I16, I32, I32X4};
+use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 
 /// f16 bits (an `I16` value) -> the exactly equal `F32`.
@@ -157,10 +162,130 @@ pub(crate) fn f32_to_bf16(b: &mut FunctionBuilder, x: Value) -> Value {
     b.ins().ireduce(I16, r)
 }
 
+/// A vector of four I32 lanes, each `value`: a constant in the function's pool, which x86-64
+/// reads as an instruction's memory operand (a splat of a register takes three
+/// instructions where it is used).
+fn lanes(b: &mut FunctionBuilder, value: u32) -> Value {
+    let bytes: Vec<u8> = (0..4).flat_map(|_| value.to_le_bytes()).collect();
+    let constant = b.func.dfg.constants.insert(bytes.into());
+    b.ins().vconst(I32X4, constant)
+}
+
+/// Reinterprets the 16 bytes of `v` as `ty` (lanes of equal size).
+fn reinterpret(b: &mut FunctionBuilder, ty: Type, v: Value) -> Value {
+    b.ins().bitcast(
+        ty,
+        MemFlagsData::new().with_endianness(Endianness::Little),
+        v,
+    )
+}
+
+/// Eight f16 (or, with `brain`, bf16) elements as `I16X8` bits -> two `F32X4` (lanes 0-3,
+/// then 4-7), each lane bit-identical to [`f16_to_f32`] (or [`bf16_to_f32`]) of its
+/// element, so that a row combined with vectors gives the bits of one combined element
+/// by element.
+///
+/// f16 follows [`f16_to_f32`]'s method on each lane's magnitude `m` (15 bits, zero
+/// extended, so that signed lane compares, which every vector unit has, are exact):
+/// `(m << 13) + (224 << 23)` times 2^-112 for normals, infinities and NaNs, `m` under the
+/// exponent of 0.5 minus 0.5 for zeros and subnormals (`m < 0x400`), the sign OR-ed in.
+pub(crate) fn widen_halves(b: &mut FunctionBuilder, brain: bool, bits: Value) -> [Value; 2] {
+    let words = [b.ins().uwiden_low(bits), b.ins().uwiden_high(bits)];
+    words.map(|w| {
+        if brain {
+            let w = b.ins().ishl_imm_u(w, 16_i64);
+            return reinterpret(b, F32X4, w);
+        }
+        let magnitude_mask = lanes(b, 0x7fff);
+        let m = b.ins().band(w, magnitude_mask);
+        let sign_mask = lanes(b, 0x8000);
+        let sign = b.ins().band(w, sign_mask);
+        let sign = b.ins().ishl_imm_u(sign, 16_i64);
+
+        let n = b.ins().ishl_imm_u(m, 13_i64);
+        let rebias = lanes(b, 0x7000_0000);
+        let n = b.ins().iadd(n, rebias);
+        let n = reinterpret(b, F32X4, n);
+        let scale = lanes(b, 0x0780_0000); // 2^-112
+        let scale = reinterpret(b, F32X4, scale);
+        let normal = b.ins().fmul(n, scale);
+        let normal = reinterpret(b, I32X4, normal);
+
+        let half_bits = lanes(b, 0x3f00_0000); // 0.5
+        let d = b.ins().bor(m, half_bits);
+        let d = reinterpret(b, F32X4, d);
+        let half = reinterpret(b, F32X4, half_bits);
+        let subnormal = b.ins().fsub(d, half);
+        let subnormal = reinterpret(b, I32X4, subnormal);
+
+        let smallest_normal = lanes(b, 0x400);
+        let is_subnormal = b.ins().icmp(IntCC::SignedLessThan, m, smallest_normal);
+        let magnitude = b.ins().bitselect(is_subnormal, subnormal, normal);
+        let r = b.ins().bor(magnitude, sign);
+        reinterpret(b, F32X4, r)
+    })
+}
+
+/// Two `F32X4` (lanes 0-3, then 4-7) -> eight f16 (or, with `brain`, bf16) elements as
+/// `I16X8` bits, each bit-identical to [`f32_to_f16`] (or [`f32_to_bf16`]) of its lane, by
+/// the same method. Every lane ends in `[0, 0xffff]`, which the narrowing (saturating
+/// from signed lanes) keeps exactly; lane compares are signed where both sides are below
+/// 2^31.
+pub(crate) fn narrow_halves(b: &mut FunctionBuilder, brain: bool, halves: [Value; 2]) -> Value {
+    let [lo, hi] = halves.map(|x| {
+        let xi = reinterpret(b, I32X4, x);
+        let is_nan = b.ins().fcmp(FloatCC::Unordered, x, x);
+        if brain {
+            let high = b.ins().ushr_imm_u(xi, 16_i64);
+            let one = lanes(b, 1);
+            let lsb = b.ins().band(high, one);
+            let bias = lanes(b, 0x7fff);
+            let r = b.ins().iadd(xi, bias);
+            let r = b.ins().iadd(r, lsb);
+            let r = b.ins().ushr_imm_u(r, 16_i64);
+            let quiet = lanes(b, 0x0040);
+            let qnan = b.ins().bor(high, quiet);
+            return b.ins().bitselect(is_nan, qnan, r);
+        }
+        let magnitude_mask = lanes(b, 0x7fff_ffff);
+        let a = b.ins().band(xi, magnitude_mask);
+
+        let af = reinterpret(b, F32X4, a);
+        let half_bits = lanes(b, 0x3f00_0000); // 0.5
+        let half = reinterpret(b, F32X4, half_bits);
+        let sum = b.ins().fadd(af, half);
+        let sum = reinterpret(b, I32X4, sum);
+        let low_bits = lanes(b, 0xffff);
+        let subnormal = b.ins().band(sum, low_bits);
+        let smallest_normal = lanes(b, 0x3880_0000);
+        let is_subnormal = b.ins().icmp(IntCC::SignedLessThan, a, smallest_normal);
+
+        let lsb = b.ins().ushr_imm_u(a, 13_i64);
+        let one = lanes(b, 1);
+        let lsb = b.ins().band(lsb, one);
+        let rebias = lanes(b, 0xc800_0fff);
+        let n = b.ins().iadd(a, rebias);
+        let n = b.ins().iadd(n, lsb);
+        let n = b.ins().ushr_imm_u(n, 13_i64);
+        let inf = lanes(b, 0x7c00);
+        let n = b.ins().smin(n, inf);
+
+        let r = b.ins().bitselect(is_subnormal, subnormal, n);
+        let qnan = lanes(b, 0x7e00);
+        let r = b.ins().bitselect(is_nan, qnan, r);
+        let sign = b.ins().ushr_imm_u(xi, 16_i64);
+        let sign_mask = lanes(b, 0x8000);
+        let sign = b.ins().band(sign, sign_mask);
+        b.ins().bor(r, sign)
+    });
+    b.ins().unarrow(lo, hi)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::codegen::test_jit::{compile, Jitted};
+    use cranelift_codegen::ir::types::{I16X8, I64};
     use cranelift_codegen::ir::Type;
     use half::{bf16, f16};
 
@@ -196,6 +321,111 @@ mod tests {
         // ABI, which matches `Conv`; `Converter` keeps the code alive beside it.
         let f = unsafe { std::mem::transmute::<*const u8, Conv>(code.entry) };
         Converter { _code: code, f }
+    }
+
+    /// The vector conversions, eight elements a call: `fn(from: *const u8, to: *mut u8)`
+    /// reads eight halves (or 32 bytes of f32) and writes 32 bytes of f32 (or eight halves).
+    struct VectorConverter {
+        _code: Jitted,
+        f: extern "C" fn(*const u8, *mut u8),
+        widens: bool,
+    }
+
+    fn jit_vector(widens: bool, brain: bool) -> VectorConverter {
+        let flags = MemFlagsData::new();
+        let code = compile(&[I64, I64], &[], |b, args| {
+            let (from, to) = (args[0], args[1]);
+            if widens {
+                let bits = b.ins().load(I16X8, flags, from, 0);
+                let [lo, hi] = widen_halves(b, brain, bits);
+                b.ins().store(flags, lo, to, 0);
+                b.ins().store(flags, hi, to, 16);
+            } else {
+                let lo = b.ins().load(F32X4, flags, from, 0);
+                let hi = b.ins().load(F32X4, flags, from, 16);
+                let bits = narrow_halves(b, brain, [lo, hi]);
+                b.ins().store(flags, bits, to, 0);
+            }
+            vec![]
+        });
+        // SAFETY: the entry of a function of signature (i64, i64) in the platform C ABI,
+        // which matches the pointer pair; `VectorConverter` keeps the code alive beside it.
+        let f = unsafe {
+            std::mem::transmute::<*const u8, extern "C" fn(*const u8, *mut u8)>(code.entry)
+        };
+        VectorConverter {
+            _code: code,
+            f,
+            widens,
+        }
+    }
+
+    /// Checks that the vector conversion gives the scalar one's bits for every input, in
+    /// every lane (each input is converted in the lane `position % 8`).
+    fn vector_matches_scalar(
+        scalar: &Converter,
+        vector: &VectorConverter,
+        inputs: &[u32],
+        what: &str,
+    ) {
+        let mut fails = Failures::default();
+        for chunk in inputs.chunks(8) {
+            let mut lanes = [0u32; 8];
+            lanes[..chunk.len()].copy_from_slice(chunk);
+            let got: Vec<u32> = if vector.widens {
+                let from: Vec<u16> = lanes.iter().map(|&x| x as u16).collect();
+                let mut to = [0u32; 8];
+                (vector.f)(from.as_ptr().cast(), to.as_mut_ptr().cast());
+                to.to_vec()
+            } else {
+                let mut to = [0u16; 8];
+                (vector.f)(lanes.as_ptr().cast(), to.as_mut_ptr().cast());
+                to.iter().map(|&h| u32::from(h)).collect()
+            };
+            for (&x, &got) in chunk.iter().zip(&got) {
+                let want = (scalar.f)(x);
+                if got != want {
+                    fails.add(format!("{x:#010x}: got {got:#010x}, want {want:#010x}"));
+                }
+            }
+        }
+        fails.finish(what, inputs.len());
+    }
+
+    #[test]
+    fn vector_widening_matches_scalar_on_all_patterns() {
+        let every: Vec<u32> = (0..=u32::from(u16::MAX)).collect();
+        for (brain, emit) in [(false, f16_to_f32 as Emitter), (true, bf16_to_f32)] {
+            let what = if brain {
+                "bf16 x8 -> f32"
+            } else {
+                "f16 x8 -> f32"
+            };
+            vector_matches_scalar(&jit(emit, I16), &jit_vector(true, brain), &every, what);
+        }
+    }
+
+    #[test]
+    fn vector_narrowing_matches_scalar() {
+        let mut inputs = specials();
+        for h in 0..=u16::MAX {
+            // Every f16 and bf16 value, and the midpoints after them, ±1 ulp.
+            push_around(&mut inputs, f16::from_bits(h).to_f32().to_bits());
+            push_around(&mut inputs, u32::from(h) << 16 | 0x8000);
+            push_around(
+                &mut inputs,
+                (f16::from_bits(h).to_f32().to_bits()) + (1 << 12),
+            );
+        }
+        inputs.extend(xorshift(1 << 20));
+        for (brain, emit) in [(false, f32_to_f16 as Emitter), (true, f32_to_bf16)] {
+            let what = if brain {
+                "f32 -> bf16 x8"
+            } else {
+                "f32 -> f16 x8"
+            };
+            vector_matches_scalar(&jit(emit, F32), &jit_vector(false, brain), &inputs, what);
+        }
     }
 
     /// Fixed-seed xorshift32.

@@ -2,16 +2,17 @@
 //! vector form.
 
 use cranelift_codegen::ir::{types, InstBuilder, Type, Value};
-use scatterjit_ir::{Combine, DTypeClass, Reduction, Source};
+use scatterjit_ir::{Combine, DType, DTypeClass, Reduction, Source};
 
 use super::Lowering;
 use crate::codegen::combine::{self, data_flags, raw_type};
+use crate::codegen::half;
 
 impl Lowering<'_, '_> {
     /// Elements per 16-byte vector when the machine has vectors and this nest's combine has a
-    /// vector form for its dtype: float add/mul/max/min (f32, f64), integer add and bool or/and (any width),
-    /// integer max/min and mul up to 32 bits, and `mean`'s accumulate where the sum has
-    /// the element's own type (f32, f64).
+    /// vector form for its dtype: float add/mul/max/min (f16 and bf16 computed in f32
+    /// lanes, f32, f64), integer add and bool or/and (any width), integer max/min and mul up
+    /// to 32 bits, and `mean`'s accumulate of floats (into f32 or f64 sums).
     pub(super) fn vector_lanes(&self) -> Option<i64> {
         use DTypeClass as C;
         let dtype = self.key.dtype();
@@ -19,7 +20,7 @@ impl Lowering<'_, '_> {
         let class = dtype.class();
         let vectorizes = match self.nest.combine {
             Combine::Reduce(r) => match (r, class) {
-                (_, C::Float) => matches!(dtype.size(), 4 | 8) && r != Reduction::Mean,
+                (_, C::Float) => r != Reduction::Mean,
                 (Reduction::Add, C::SignedInt | C::UnsignedInt) => true,
                 (
                     Reduction::Max | Reduction::Min | Reduction::Mul,
@@ -28,33 +29,55 @@ impl Lowering<'_, '_> {
                 (_, C::Bool) => r != Reduction::Mean,
                 _ => false,
             },
-            Combine::Accumulate(acc) => {
-                class == C::Float
-                    && matches!(dtype.size(), 4 | 8)
-                    && combine::acc_type(acc).bytes() as i64 == size
-            }
+            Combine::Accumulate(_) => class == C::Float,
             Combine::Assign | Combine::Start(_) | Combine::Finish { .. } => false,
         };
         (self.machine.vectors && vectorizes && size <= 8).then_some(16 / size)
     }
 
-    /// The element type of [`Self::combine_vector`]'s vectors and their type.
-    fn vector_types(&self) -> (Type, Type) {
-        let dtype = self.key.dtype();
-        let lanes = 16 / dtype.size() as u32;
-        let scalar = match dtype.class() {
-            DTypeClass::Float if dtype.size() == 4 => types::F32,
-            DTypeClass::Float => types::F64,
-            _ => raw_type(dtype.size()),
-        };
-        (scalar, scalar.by(lanes).expect("16-byte vectors exist"))
+    /// Whether elements are f16 or bf16, which vectors hold as `I16X8` bits and combine as
+    /// two `F32X4` (`Some(true)` for bf16).
+    fn halves(&self) -> Option<bool> {
+        match self.key.dtype() {
+            DType::F16 => Some(false),
+            DType::BF16 => Some(true),
+            _ => None,
+        }
     }
 
-    /// The source element at `at`, splat into a vector.
+    /// The type of 16 bytes of elements as [`Self::combine_vector`] loads them: float
+    /// lanes for f32 and f64, integer lanes for the rest (f16 and bf16 bits included).
+    fn vector_type(&self) -> Type {
+        let dtype = self.key.dtype();
+        let lanes = 16 / dtype.size() as u32;
+        let scalar = match dtype {
+            DType::F32 => types::F32,
+            DType::F64 => types::F64,
+            _ => raw_type(dtype.size()),
+        };
+        scalar.by(lanes).expect("16-byte vectors exist")
+    }
+
+    /// The source element at `at`, splat into a vector of its arithmetic type (f32 lanes
+    /// for f16 and bf16, converted once).
     pub(super) fn splat_source(&mut self, at: Value) -> Value {
-        let (scalar, vector) = self.vector_types();
-        let x = self.b.ins().load(scalar, data_flags(), at, 0);
-        self.b.ins().splat(vector, x)
+        let x = combine::load(self.b, self.key.dtype(), at).scalar();
+        let ty = self.b.func.dfg.value_type(x);
+        let lanes = 16 / ty.bytes();
+        self.b
+            .ins()
+            .splat(ty.by(lanes).expect("16-byte vectors exist"), x)
+    }
+
+    /// The source's 16 bytes at `ptr` in arithmetic vectors: one, or for f16 and bf16 the
+    /// two `F32X4` of its eight elements.
+    fn load_arithmetic(&mut self, ptr: Value) -> Vec<Value> {
+        let ty = self.vector_type();
+        let v = self.b.ins().load(ty, data_flags(), ptr, 0);
+        match self.halves() {
+            Some(brain) => half::widen_halves(self.b, brain, v).to_vec(),
+            None => vec![v],
+        }
     }
 
     /// The vector form of [`Self::combine`] on 16 bytes of elements at `at` (indexed
@@ -63,7 +86,6 @@ impl Lowering<'_, '_> {
     pub(super) fn combine_vector(&mut self, at: &[Value], splat: Option<Value>) {
         let dtype = self.key.dtype();
         let lanes = 16 / dtype.size() as u32;
-        let (_, vector) = self.vector_types();
         let dest = self
             .nest
             .dest
@@ -74,30 +96,46 @@ impl Lowering<'_, '_> {
         let Some(Source::Read(src)) = &self.nest.source else {
             unreachable!("vector combines read their source")
         };
-        let old = self.b.ins().load(vector, data_flags(), dest_ptr, 0);
         let new = match splat {
-            Some(v) => v,
+            // A splat half holds the same value in both halves' lanes.
+            Some(v) => vec![v; if self.halves().is_some() { 2 } else { 1 }],
             None => {
                 let src_ptr = at[self.access_of(src.operand)];
-                self.b.ins().load(vector, data_flags(), src_ptr, 0)
+                self.load_arithmetic(src_ptr)
             }
         };
-        let v = match self.nest.combine {
-            Combine::Reduce(r) => combine::reduce(
-                self.b,
-                r,
-                dtype,
-                combine::Val::Scalar(old),
-                combine::Val::Scalar(new),
-            ),
+        match self.nest.combine {
+            Combine::Reduce(r) => {
+                let old = self.load_arithmetic(dest_ptr);
+                let v: Vec<Value> = old
+                    .into_iter()
+                    .zip(new)
+                    .map(|(old, new)| {
+                        let (old, new) = (combine::Val::Scalar(old), combine::Val::Scalar(new));
+                        combine::reduce(self.b, r, dtype, old, new).scalar()
+                    })
+                    .collect();
+                let v = match self.halves() {
+                    Some(brain) => half::narrow_halves(self.b, brain, [v[0], v[1]]),
+                    None => v[0],
+                };
+                self.b.ins().store(data_flags(), v, dest_ptr, 0);
+            }
             Combine::Accumulate(acc) => {
-                combine::Val::Scalar(combine::accumulate(self.b, acc, old, new))
+                // The sums: one vector per arithmetic vector of the source, in order.
+                let sum_type = combine::acc_type(acc).by(16 / combine::acc_type(acc).bytes());
+                let sum_type = sum_type.expect("16-byte vectors exist");
+                for (part, new) in new.into_iter().enumerate() {
+                    let offset = 16 * part as i32;
+                    let sum = self.b.ins().load(sum_type, data_flags(), dest_ptr, offset);
+                    let sum = combine::accumulate(self.b, acc, sum, new);
+                    self.b.ins().store(data_flags(), sum, dest_ptr, offset);
+                }
             }
             Combine::Assign | Combine::Start(_) | Combine::Finish { .. } => {
                 unreachable!("copies and mean's ends are not vector combines")
             }
-        };
-        combine::store(self.b, dtype, v, dest_ptr);
+        }
         if let Some(count) = self
             .nest
             .count
