@@ -1383,7 +1383,7 @@ fn float_max_and_min_of_nans_are_the_same_bits_on_any_path() {
         0x7ff8_0000_0000_0000,
     ];
     for reduction in [Reduction::Max, Reduction::Min] {
-        for dtype in [DType::F32, DType::F64] {
+        for dtype in [DType::F16, DType::BF16, DType::F32, DType::F64] {
             for &nan in &nans {
                 // The fuzzer's case: everything broadcast but the indices, rank 4, axis 0.
                 let shape = [2, 2, 2, 2];
@@ -1400,7 +1400,7 @@ fn float_max_and_min_of_nans_are_the_same_bits_on_any_path() {
                 );
             }
             // PyTorch Geometric's expanded rows: one update and one index per row.
-            for row in [3, 5, 8] {
+            for row in [3, 5, 8, 19] {
                 let values: Vec<f64> = (0..6)
                     .map(|i| match i % 3 {
                         1 => -1.5,
@@ -1472,6 +1472,23 @@ fn nan_bits_agree(
         values::same_values(dtype, want.bytes(), one.bytes()),
         "{case}"
     );
+    // Every NaN is the dtype's positive quiet NaN, whichever path made it.
+    let (size, quiet, infinity) = match dtype {
+        DType::F16 => (2, 0x7e00, 0x7c00),
+        DType::BF16 => (2, 0x7fc0, 0x7f80),
+        DType::F32 => (4, 0x7fc0_0000, 0x7f80_0000),
+        _ => (8, 0x7ff8_0000_0000_0000, 0x7ff0_0000_0000_0000),
+    };
+    for element in one.bytes().chunks(size) {
+        let mut raw = [0u8; 8];
+        raw[..size].copy_from_slice(element);
+        let bits = u64::from_le_bytes(raw);
+        let magnitude = bits & !(1 << (8 * size - 1));
+        assert!(
+            magnitude <= infinity || bits == quiet,
+            "{case}: NaN {bits:#x}, not {quiet:#x}"
+        );
+    }
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! (reduction, dtype class) to Cranelift instructions, and `mean`'s steps in its
 //! accumulator type (widen, accumulate, divide).
 
-use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
@@ -211,6 +211,82 @@ fn maximum_or_minimum(b: &mut FunctionBuilder, maximum: bool, x: Value, y: Value
     };
     let either_nan = b.ins().fcmp(FloatCC::Unordered, x, y);
     select_lanes(b, ty, either_nan, nan, both)
+}
+
+/// The maximum (or minimum) of f16 (or, with `brain`, bf16) values as [`reduce`] takes it
+/// (a NaN in either gives the positive quiet NaN; -0 < +0), computed on their bits (`I16`,
+/// or `I16X8` lanes) without converting them: the result is always one of the two
+/// operands or the quiet NaN, which converting to f32 and back leaves unchanged, so the
+/// bits are those of the float path. Each value's order key is its bits as a signed
+/// integer with the magnitude flipped where the sign is set, so that integer order is
+/// float order; the key of a key is the value again.
+pub(crate) fn half_extremum(
+    b: &mut FunctionBuilder,
+    maximum: bool,
+    brain: bool,
+    x: Value,
+    y: Value,
+) -> Value {
+    let vector = b.func.dfg.value_type(x).is_vector();
+    // Scalars in I32 lanes (sign-extended), which every back end compares and selects.
+    let (x, y) = match vector {
+        true => (x, y),
+        false => (
+            b.ins().sextend(types::I32, x),
+            b.ins().sextend(types::I32, y),
+        ),
+    };
+    let ty = b.func.dfg.value_type(x);
+    let constant = |b: &mut FunctionBuilder, v: u16| match vector {
+        true => {
+            let bytes: Vec<u8> = (0..8).flat_map(|_| v.to_le_bytes()).collect();
+            let constant = b.func.dfg.constants.insert(bytes.into());
+            b.ins().vconst(ty, constant)
+        }
+        false => b.ins().iconst(ty, i64::from(v)),
+    };
+    let magnitude = constant(b, 0x7fff);
+    let key = |b: &mut FunctionBuilder, v: Value| {
+        let sign = b.ins().sshr_imm_u(v, i64::from(ty.lane_bits() - 1));
+        let flip = b.ins().band(sign, magnitude);
+        b.ins().bxor(v, flip)
+    };
+    let (kx, ky) = (key(b, x), key(b, y));
+    let k = match maximum {
+        true => b.ins().smax(kx, ky),
+        false => b.ins().smin(kx, ky),
+    };
+    let picked = key(b, k);
+    let infinity = constant(b, if brain { 0x7f80 } else { 0x7c00 });
+    let is_nan = |b: &mut FunctionBuilder, v: Value| {
+        let m = b.ins().band(v, magnitude);
+        b.ins().icmp(IntCC::SignedGreaterThan, m, infinity)
+    };
+    let (nan_x, nan_y) = (is_nan(b, x), is_nan(b, y));
+    let either_nan = b.ins().bor(nan_x, nan_y);
+    let quiet_nan = constant(b, if brain { 0x7fc0 } else { 0x7e00 });
+    match vector {
+        true => b.ins().bitselect(either_nan, quiet_nan, picked),
+        false => {
+            let r = b.ins().select(either_nan, quiet_nan, picked);
+            b.ins().ireduce(types::I16, r)
+        }
+    }
+}
+
+/// For f16 and bf16 `max` and `min`, which [`half_extremum`] computes on bits: whether it
+/// is the maximum, and whether bf16.
+pub(crate) fn half_extremum_of(reduction: Reduction, dtype: DType) -> Option<(bool, bool)> {
+    let brain = match dtype {
+        DType::F16 => false,
+        DType::BF16 => true,
+        _ => return None,
+    };
+    match reduction {
+        Reduction::Max => Some((true, brain)),
+        Reduction::Min => Some((false, brain)),
+        _ => None,
+    }
 }
 
 /// `x + y` in floats (scalars or vectors), with `x` kept as the instruction's first

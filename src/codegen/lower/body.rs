@@ -124,6 +124,13 @@ impl Lowering<'_, '_> {
             }
             (Combine::Reduce(reduction), Some(Source::Read(src))) => {
                 let src_ptr = self.address(ptrs, src.operand, k);
+                if let Some((maximum, brain)) = combine::half_extremum_of(reduction, dtype) {
+                    let old = self.b.ins().load(types::I16, data_flags(), dest_ptr, 0);
+                    let new = self.b.ins().load(types::I16, data_flags(), src_ptr, 0);
+                    let v = combine::half_extremum(self.b, maximum, brain, old, new);
+                    self.b.ins().store(data_flags(), v, dest_ptr, 0);
+                    return;
+                }
                 let old = combine::load(self.b, dtype, dest_ptr);
                 let new = combine::load(self.b, dtype, src_ptr);
                 let v = combine::reduce(self.b, reduction, dtype, old, new);

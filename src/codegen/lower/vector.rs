@@ -10,8 +10,8 @@ use crate::codegen::half;
 
 impl Lowering<'_, '_> {
     /// Elements per 16-byte vector when the machine has vectors and this nest's combine has a
-    /// vector form for its dtype: float add/mul/max/min (f16 and bf16 computed in f32
-    /// lanes, f32, f64), integer add and bool or/and (any width), integer max/min and mul up
+    /// vector form for its dtype: float add/mul/max/min (f32, f64; f16 and bf16 add and mul
+    /// in f32 lanes, max and min on their bits), integer add and bool or/and (any width), integer max/min and mul up
     /// to 32 bits, and `mean`'s accumulate of floats (into f32 or f64 sums).
     pub(super) fn vector_lanes(&self) -> Option<i64> {
         use DTypeClass as C;
@@ -35,12 +35,18 @@ impl Lowering<'_, '_> {
         (self.machine.vectors && vectorizes && size <= 8).then_some(16 / size)
     }
 
-    /// Whether elements are f16 or bf16, which vectors hold as `I16X8` bits and combine as
-    /// two `F32X4` (`Some(true)` for bf16).
-    fn halves(&self) -> Option<bool> {
-        match self.key.dtype() {
-            DType::F16 => Some(false),
-            DType::BF16 => Some(true),
+    /// Whether this combine's vectors of f16 or bf16 are widened: their arithmetic (add, mul,
+    /// `mean`'s sums) runs in two `F32X4` per `I16X8` (`Some(true)` for bf16); their max and
+    /// min compare bits (`combine::half_extremum`) and stay `I16X8`.
+    fn widened_halves(&self) -> Option<bool> {
+        let dtype = self.key.dtype();
+        let bitwise = match self.nest.combine {
+            Combine::Reduce(r) => combine::half_extremum_of(r, dtype).is_some(),
+            _ => false,
+        };
+        match dtype {
+            DType::F16 if !bitwise => Some(false),
+            DType::BF16 if !bitwise => Some(true),
             _ => None,
         }
     }
@@ -59,9 +65,15 @@ impl Lowering<'_, '_> {
     }
 
     /// The source element at `at`, splat into a vector of its arithmetic type (f32 lanes
-    /// for f16 and bf16, converted once).
+    /// for widened f16 and bf16, converted once).
     pub(super) fn splat_source(&mut self, at: Value) -> Value {
-        let x = combine::load(self.b, self.key.dtype(), at).scalar();
+        let x = match self.widened_halves() {
+            Some(_) => combine::load(self.b, self.key.dtype(), at).scalar(),
+            None => {
+                let lane = self.vector_type().lane_type();
+                self.b.ins().load(lane, data_flags(), at, 0)
+            }
+        };
         let ty = self.b.func.dfg.value_type(x);
         let lanes = 16 / ty.bytes();
         self.b
@@ -69,12 +81,12 @@ impl Lowering<'_, '_> {
             .splat(ty.by(lanes).expect("16-byte vectors exist"), x)
     }
 
-    /// The source's 16 bytes at `ptr` in arithmetic vectors: one, or for f16 and bf16 the
-    /// two `F32X4` of its eight elements.
+    /// The 16 bytes at `ptr` in arithmetic vectors: one, or for widened f16 and bf16 the two
+    /// `F32X4` of its eight elements.
     fn load_arithmetic(&mut self, ptr: Value) -> Vec<Value> {
         let ty = self.vector_type();
         let v = self.b.ins().load(ty, data_flags(), ptr, 0);
-        match self.halves() {
+        match self.widened_halves() {
             Some(brain) => half::widen_halves(self.b, brain, v).to_vec(),
             None => vec![v],
         }
@@ -98,7 +110,14 @@ impl Lowering<'_, '_> {
         };
         let new = match splat {
             // A splat half holds the same value in both halves' lanes.
-            Some(v) => vec![v; if self.halves().is_some() { 2 } else { 1 }],
+            Some(v) => vec![
+                v;
+                if self.widened_halves().is_some() {
+                    2
+                } else {
+                    1
+                }
+            ],
             None => {
                 let src_ptr = at[self.access_of(src.operand)];
                 self.load_arithmetic(src_ptr)
@@ -110,12 +129,17 @@ impl Lowering<'_, '_> {
                 let v: Vec<Value> = old
                     .into_iter()
                     .zip(new)
-                    .map(|(old, new)| {
-                        let (old, new) = (combine::Val::Scalar(old), combine::Val::Scalar(new));
-                        combine::reduce(self.b, r, dtype, old, new).scalar()
+                    .map(|(old, new)| match combine::half_extremum_of(r, dtype) {
+                        Some((maximum, brain)) => {
+                            combine::half_extremum(self.b, maximum, brain, old, new)
+                        }
+                        None => {
+                            let (old, new) = (combine::Val::Scalar(old), combine::Val::Scalar(new));
+                            combine::reduce(self.b, r, dtype, old, new).scalar()
+                        }
                     })
                     .collect();
-                let v = match self.halves() {
+                let v = match self.widened_halves() {
                     Some(brain) => half::narrow_halves(self.b, brain, [v[0], v[1]]),
                     None => v[0],
                 };
