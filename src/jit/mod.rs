@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 
 mod prefetch;
 
+pub(crate) use prefetch::cache_resident;
 pub use prefetch::set_prefetch_from;
 
 /// A compiled pass: `extern "C" fn(operands, params) -> status` (see `crate::abi`).

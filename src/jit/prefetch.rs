@@ -78,6 +78,13 @@ pub(crate) fn from_address() -> *const u8 {
     FROM_BYTES.as_ptr().cast::<u8>().cast_const()
 }
 
+/// The extent (bytes) below which a tensor's picks stay in the last-level cache, as the
+/// prefetch decides it ([`FROM_BYTES`], after its default is set).
+pub(crate) fn cache_resident() -> i64 {
+    from_address();
+    FROM_BYTES.load(Ordering::Relaxed)
+}
+
 /// The helper's address on this machine, or `None` where the machine has no prefetch
 /// instruction that this crate emits.
 pub(crate) fn address() -> Option<*const u8> {

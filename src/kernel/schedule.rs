@@ -15,6 +15,7 @@ use super::report::{domain_position, Stop};
 use super::{Demand, Kernel};
 use crate::abi::{self, ParamLayout, Variant};
 use crate::engine::{self, Buckets};
+use crate::jit;
 use crate::partials;
 use crate::tensor::{self, RawOperand, TensorView};
 
@@ -183,9 +184,19 @@ pub fn set_tile_picks(bytes: usize) {
 /// it there but at least [`MIN_BAND`] contiguous bytes. (A probe of `data[idx[i][j]][j]`
 /// on [4096, 2048] f32, one thread: 68 ms untiled, 36 ms in bands of 1 KiB, 62 ms in bands
 /// of 64 bytes, whose short runs of index and output the prefetcher does not follow.)
+/// Where [`MIN_BAND`] keeps a gather's tile's reach over the budget and the untiled reach is
+/// at most `resident` bytes (which stay in the last-level cache), tiles only cut the streams:
+/// GatherElements along axis 0 of [2048, 2048] f16, one thread, 8.7-9.3 ms untiled, 12.0
+/// in bands of 1 KiB reaching 2 MiB (of f32, 16 MiB in all, 11.1-12.0 and 10.6-10.7).
 /// Tiles own disjoint positions of the band loops and every element sees its picks in the
 /// order of one thread, so they run in parallel like any chunks.
-fn tiles(key: &KernelKey, nest: &LoopNest, layout: &ParamLayout, params: &[i64]) -> Option<Split> {
+fn tiles(
+    key: &KernelKey,
+    nest: &LoopNest,
+    layout: &ParamLayout,
+    params: &[i64],
+    resident: i64,
+) -> Option<Split> {
     let depth = layout.depth;
     let grain = PARALLEL_GRAIN.load(Ordering::Relaxed);
     let dims = &params[..depth];
@@ -222,7 +233,8 @@ fn tiles(key: &KernelKey, nest: &LoopNest, layout: &ParamLayout, params: &[i64])
             .try_fold(size, |acc, &d| acc.checked_mul(d))
     };
     let most = TILE_PICKS.load(Ordering::Relaxed);
-    if s.checked_mul(slice(first - 1)?)? <= most {
+    let reach = s.checked_mul(slice(first - 1)?)?;
+    if reach <= most {
         return None;
     }
     let level = bands_loops
@@ -236,6 +248,14 @@ fn tiles(key: &KernelKey, nest: &LoopNest, layout: &ParamLayout, params: &[i64])
     let step = slice(level)?;
     let fits = (most / s / step).max(1);
     let band = fits.max((MIN_BAND.min(most) + step - 1) / step);
+    // A scatter keeps its tiles: they are also its only parallel split.
+    let gathers = nest
+        .dest
+        .as_ref()
+        .is_some_and(|d| d.indexed_dim().is_none());
+    if gathers && band > fits && reach <= resident {
+        return None;
+    }
     // A loop of a band or less is picked whole; more chunks than bands only feed threads.
     let bands = dims[level] / band;
     if bands < 2 {
@@ -431,7 +451,7 @@ impl Kernel {
             params,
         };
         let key = &self.plan.key;
-        let plan = tiles(key, nest, layout, &call.params)
+        let plan = tiles(key, nest, layout, &call.params, jit::cache_resident())
             .or_else(|| split(key, nest, layout, &call.params, &order));
         let partial = match (&plan, partial_outputs) {
             (None, Some(partial_outputs)) => {
@@ -557,20 +577,41 @@ mod tests {
         let key =
             KernelKey::scatter_elements(dtype, DType::I64, data.len(), axis, Reduction::Add, true)
                 .unwrap();
+        bind_apply(key, data, indices)
+    }
+
+    /// The parameters and loop order the apply pass of `key` (ScatterElements or
+    /// GatherElements, i64 indices) binds for row-major data and indices of these shapes.
+    fn bind_apply(
+        key: KernelKey,
+        data: &[usize],
+        indices: &[usize],
+    ) -> (KernelKey, Plan, Vec<i64>, Order) {
+        let dtype = key.dtype();
         let plan = Plan::new(key);
         let nest = plan.pass(PassKind::Apply).unwrap();
         let numel = |s: &[usize]| s.iter().product::<usize>();
-        let mut out = vec![0u8; numel(data) * dtype.size()];
+        let scatters = key.kind() == OpKind::ScatterElements;
+        let out_shape = if scatters { data } else { indices };
+        let mut out = vec![0u8; numel(out_shape) * dtype.size()];
         let idx = vec![0u8; numel(indices) * 8];
-        let upd = vec![0u8; numel(indices) * dtype.size()];
+        let read = vec![0u8; numel(if scatters { indices } else { data }) * dtype.size()];
         let (ds, is) = (row_major(data), row_major(indices));
-        let mut ov = TensorViewMut::new(dtype, data, &ds, 0, &mut out).unwrap();
+        let mut ov =
+            TensorViewMut::new(dtype, out_shape, &row_major(out_shape), 0, &mut out).unwrap();
         let iv = TensorView::new(DType::I64, indices, &is, 0, &idx).unwrap();
-        let uv = TensorView::new(dtype, indices, &is, 0, &upd).unwrap();
         let ops = Operands::default()
             .with(Operand::Indices, iv.raw())
-            .with(Operand::Updates, uv.raw())
             .with(Operand::Output, ov.raw());
+        let (read_view, operand) = match scatters {
+            true => (
+                TensorView::new(dtype, indices, &is, 0, &read),
+                Operand::Updates,
+            ),
+            false => (TensorView::new(dtype, data, &ds, 0, &read), Operand::Data),
+        };
+        let read_view = read_view.unwrap();
+        let ops = ops.with(operand, read_view.raw());
         let (params, order) = bind(&key, nest, &ParamLayout::of(nest), &ops, false);
         (key, plan, params, order)
     }
@@ -606,20 +647,35 @@ mod tests {
 
     #[test]
     fn element_picks_along_an_outer_dim_run_in_tiles() {
-        // (level, chunks) of the tiles of a ScatterElements add of f32 on one thread.
-        let decide = |axis: i64, data: &[usize], indices: &[usize]| -> Option<(usize, usize)> {
-            let (key, plan, params, _) = bind_scatter_add(DType::F32, axis, data, indices);
+        // (level, chunks) of the tiles of the apply pass of `key` on one thread, where the
+        // last-level cache holds 8 MiB of picks.
+        let tiles_of = |key: KernelKey, data: &[usize], indices: &[usize]| {
+            let (key, plan, params, _) = bind_apply(key, data, indices);
             let nest = plan.pass(PassKind::Apply).unwrap();
             let layout = ParamLayout::of(nest);
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(1)
                 .build()
                 .unwrap();
-            pool.install(|| tiles(&key, nest, &layout, &params))
+            pool.install(|| tiles(&key, nest, &layout, &params, 8 << 20))
                 .map(|s| (s.level, s.chunks))
+        };
+        let add = |axis: i64, rank: usize| {
+            KernelKey::scatter_elements(DType::F32, DType::I64, rank, axis, Reduction::Add, true)
+                .unwrap()
+        };
+        let decide = |axis: i64, data: &[usize], indices: &[usize]| {
+            tiles_of(add(axis, data.len()), data, indices)
         };
         // 4096 rows of 4 KiB picked from: bands of 1 KiB, each reaching 4 MiB.
         assert_eq!(decide(0, &[4096, 1024], &[64, 1024]), Some((1, 4)));
+        // 2048 of them: bands of 1 KiB reach 2 MiB, over the budget. A scatter keeps them
+        // (its only parallel split); a gather, whose picks reach 8 MiB untiled, which stay
+        // in the last-level cache, runs untiled.
+        assert_eq!(decide(0, &[2048, 1024], &[64, 1024]), Some((1, 4)));
+        let gather = KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap();
+        assert_eq!(tiles_of(gather, &[2048, 1024], &[64, 1024]), None);
+        assert_eq!(tiles_of(gather, &[4096, 1024], &[64, 1024]), Some((1, 4)));
         // 256 rows of 64 KiB: bands of 1 KiB reach 256 KiB.
         assert_eq!(decide(0, &[256, 16384], &[8, 16384]), Some((1, 64)));
         // Along axis 0 of rank 3, the band loops are the last two: 256 slices of 32 KiB,
