@@ -10,6 +10,7 @@ use scatterjit_ir::{Combine, DType, DTypeClass, PassKind, Source};
 use super::Lowering;
 use crate::abi::CACHE_LINE;
 use crate::codegen::combine::{self, data_flags, raw_type};
+use crate::codegen::half;
 
 /// Rows of at least this many bytes are copied with `memcpy`; shorter ones inline.
 const MEMCPY_FROM: i64 = 128;
@@ -132,9 +133,9 @@ impl Lowering<'_, '_> {
 
     /// `mean`'s init or finish of a row that shares one count (see
     /// [`Self::count_per_row`]): init zeroes the count once and widens the row (a copy
-    /// where the sum has the element's own float type); finish reads the count once,
-    /// leaves a row no update reached as it is, and divides the others, 16 bytes at a time
-    /// where the sum has the element's own float type.
+    /// where the sum has the element's own float type, f16 and bf16 eight at a time);
+    /// finish reads the count once, leaves a row no update reached as it is, and divides
+    /// the others, 16 bytes of sums at a time for floats.
     fn mean_row(&mut self, ptrs: &[Value], count: usize, counter: Variable) {
         let dim = self.inner_dim.expect("set on entering the innermost loop");
         let dtype = self.key.dtype();
@@ -154,13 +155,32 @@ impl Lowering<'_, '_> {
             Some(Source::Read(src)) => Some(self.access_of(src.operand)),
             _ => None,
         };
+        // f16 and bf16 sum in f32: eight elements at a time are two f32 vectors of sums.
+        let halves = match dtype {
+            DType::F16 if self.machine.vectors => Some(false),
+            DType::BF16 if self.machine.vectors => Some(true),
+            _ => None,
+        };
         match self.nest.combine {
             Combine::Start(acc) => {
                 self.b.ins().store(data_flags(), zero, ptrs[count], 0);
-                match source {
-                    Some(src) if own_float(acc) => {
+                match (source, halves) {
+                    (Some(src), _) if own_float(acc) => {
                         let bytes = self.b.ins().ishl_imm_s(dim, shift);
                         self.copy_row(ptrs[dest], ptrs[src], bytes);
+                    }
+                    (Some(src), Some(brain)) => {
+                        let start = self.for_range(zero, dim, 8, |s, i| {
+                            let at = s.at_element(ptrs, i);
+                            let bits = s.b.ins().load(types::I16X8, data_flags(), at[src], 0);
+                            let [lo, hi] = half::widen_halves(s.b, brain, bits);
+                            s.b.ins().store(data_flags(), lo, at[dest], 0);
+                            s.b.ins().store(data_flags(), hi, at[dest], 16);
+                        });
+                        self.for_range(start, dim, 1, |s, i| {
+                            let at = s.at_element(ptrs, i);
+                            s.combine(&at, None);
+                        });
                     }
                     _ => {
                         let unroll = self.unroll();
@@ -186,6 +206,19 @@ impl Lowering<'_, '_> {
                         let sum = s.b.ins().load(vector, data_flags(), at[src], 0);
                         let q = s.b.ins().fdiv(sum, nv);
                         s.b.ins().store(data_flags(), q, at[dest], 0);
+                    });
+                } else if let Some(brain) = halves {
+                    // The same division in f32 lanes, rounded as the scalar form rounds.
+                    let nf = self.b.ins().fcvt_from_sint(types::F32, n);
+                    let nv = self.b.ins().splat(types::F32X4, nf);
+                    start = self.for_range(zero, dim, 8, |s, i| {
+                        let at = s.at_element(ptrs, i);
+                        let quotients = [0, 16].map(|offset| {
+                            let sum = s.b.ins().load(types::F32X4, data_flags(), at[src], offset);
+                            s.b.ins().fdiv(sum, nv)
+                        });
+                        let bits = half::narrow_halves(s.b, brain, quotients);
+                        s.b.ins().store(data_flags(), bits, at[dest], 0);
                     });
                 }
                 self.for_range(start, dim, 1, |s, i| {
