@@ -237,12 +237,7 @@ pub(crate) fn narrow_halves(b: &mut FunctionBuilder, brain: bool, halves: [Value
         let is_nan = b.ins().fcmp(FloatCC::Unordered, x, x);
         if brain {
             let high = b.ins().ushr_imm_u(xi, 16_i64);
-            let one = lanes(b, 1);
-            let lsb = b.ins().band(high, one);
-            let bias = lanes(b, 0x7fff);
-            let r = b.ins().iadd(xi, bias);
-            let r = b.ins().iadd(r, lsb);
-            let r = b.ins().ushr_imm_u(r, 16_i64);
+            let r = shift_rounding_to_even(b, xi, 16, 0x7fff);
             let quiet = lanes(b, 0x0040);
             let qnan = b.ins().bor(high, quiet);
             return b.ins().bitselect(is_nan, qnan, r);
@@ -260,13 +255,8 @@ pub(crate) fn narrow_halves(b: &mut FunctionBuilder, brain: bool, halves: [Value
         let smallest_normal = lanes(b, 0x3880_0000);
         let is_subnormal = b.ins().icmp(IntCC::SignedLessThan, a, smallest_normal);
 
-        let lsb = b.ins().ushr_imm_u(a, 13_i64);
-        let one = lanes(b, 1);
-        let lsb = b.ins().band(lsb, one);
-        let rebias = lanes(b, 0xc800_0fff);
-        let n = b.ins().iadd(a, rebias);
-        let n = b.ins().iadd(n, lsb);
-        let n = b.ins().ushr_imm_u(n, 13_i64);
+        // (15 - 127) << 23 folded into the rounding bias 0xfff, as in `f32_to_f16`.
+        let n = shift_rounding_to_even(b, a, 13, 0xc800_0fff);
         let inf = lanes(b, 0x7c00);
         let n = b.ins().smin(n, inf);
 
@@ -279,6 +269,19 @@ pub(crate) fn narrow_halves(b: &mut FunctionBuilder, brain: bool, halves: [Value
         b.ins().bor(r, sign)
     });
     b.ins().unarrow(lo, hi)
+}
+
+/// `(v + bias + lsb) >> shift` in each I32 lane, `lsb` the bit that becomes the result's
+/// lowest: with `bias` ending in `(1 << (shift - 1)) - 1`, a right shift rounding half to
+/// even (a carry out of the mantissa bumps the exponent).
+fn shift_rounding_to_even(b: &mut FunctionBuilder, v: Value, shift: i64, bias: u32) -> Value {
+    let lsb = b.ins().ushr_imm_u(v, shift);
+    let one = lanes(b, 1);
+    let lsb = b.ins().band(lsb, one);
+    let bias = lanes(b, bias);
+    let r = b.ins().iadd(v, bias);
+    let r = b.ins().iadd(r, lsb);
+    b.ins().ushr_imm_u(r, shift)
 }
 
 #[cfg(test)]
@@ -395,12 +398,11 @@ mod tests {
     #[test]
     fn vector_widening_matches_scalar_on_all_patterns() {
         let every: Vec<u32> = (0..=u32::from(u16::MAX)).collect();
-        for (brain, emit) in [(false, f16_to_f32 as Emitter), (true, bf16_to_f32)] {
-            let what = if brain {
-                "bf16 x8 -> f32"
-            } else {
-                "f16 x8 -> f32"
-            };
+        let cases = [
+            (false, f16_to_f32 as Emitter, "f16 x8 -> f32"),
+            (true, bf16_to_f32, "bf16 x8 -> f32"),
+        ];
+        for (brain, emit, what) in cases {
             vector_matches_scalar(&jit(emit, I16), &jit_vector(true, brain), &every, what);
         }
     }
@@ -418,12 +420,11 @@ mod tests {
             );
         }
         inputs.extend(xorshift(1 << 20));
-        for (brain, emit) in [(false, f32_to_f16 as Emitter), (true, f32_to_bf16)] {
-            let what = if brain {
-                "f32 -> bf16 x8"
-            } else {
-                "f32 -> f16 x8"
-            };
+        let cases = [
+            (false, f32_to_f16 as Emitter, "f32 -> f16 x8"),
+            (true, f32_to_bf16, "f32 -> bf16 x8"),
+        ];
+        for (brain, emit, what) in cases {
             vector_matches_scalar(&jit(emit, F32), &jit_vector(false, brain), &inputs, what);
         }
     }
