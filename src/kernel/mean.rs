@@ -3,7 +3,7 @@
 //! [`Counts::PerRow`]), allocated under the scratch cap before the first write, so that
 //! running out of memory leaves the output as it was.
 
-use scatterjit_ir::{checked_numel, row_major_strides, Operand, PassKind};
+use scatterjit_ir::{checked_numel, row_major_strides, DTypeClass, Operand, PassKind};
 
 use super::bind::{bind, variant_of, Operands};
 use super::Kernel;
@@ -30,7 +30,8 @@ pub(super) struct Scratch {
     bytes: Vec<u8>,
     shape: Vec<usize>,
     count_strides: Vec<isize>,
-    sum_strides: Vec<isize>,
+    /// `None` where the sums are the output itself (see [`Kernel::sums_in_output`]).
+    sum_strides: Option<Vec<isize>>,
     count_bytes: usize,
 }
 
@@ -56,9 +57,33 @@ fn count_strides(out_shape: &[usize], counts: Counts) -> Vec<isize> {
 }
 
 impl Kernel {
+    /// Whether `mean`'s sums are the output itself: floats that sum in their own type (f32,
+    /// f64) and start from data's values, which the output holds before the first update
+    /// (copied, or in place). The init pass then has nothing to write (the counts are
+    /// allocated zeroed) and the finish divides in place: the same additions in the same
+    /// order as into separate sums, without their buffer, their fill and a second read.
+    pub(super) fn sums_in_output(&self) -> bool {
+        let key = &self.plan.key;
+        key.use_init_val()
+            && key.dtype().class() == DTypeClass::Float
+            && self
+                .plan
+                .mean_accumulator()
+                .is_some_and(|acc| acc.size() == key.dtype().size())
+    }
+
+    /// Bytes of scratch per output element: a count, and a sum unless the sums are the
+    /// output (0 unless the plan is `mean`'s).
+    fn scratch_per_element(&self) -> usize {
+        match self.sums_in_output() {
+            true => COUNT_SIZE,
+            false => abi::scratch_per_element(&self.plan),
+        }
+    }
+
     /// Bytes of scratch for an output of `out_shape` (0 unless the plan is `mean`'s).
     fn scratch_bytes(&self, out_shape: &[usize], counts: Counts) -> u128 {
-        let per_element = abi::scratch_per_element(&self.plan) as u128;
+        let per_element = self.scratch_per_element() as u128;
         // A validated shape's element count fits usize; saturate for the cap's sake.
         let Ok(numel) = checked_numel(out_shape) else {
             return u128::MAX;
@@ -107,7 +132,10 @@ impl Kernel {
             return Counts::PerElement;
         }
         let per_row = count_strides(out.shape, Counts::PerRow);
-        let sums = strides_of(out.shape);
+        let sums = match self.sums_in_output() {
+            true => out.strides.to_vec(),
+            false => strides_of(out.shape),
+        };
         // Only strides are read: no address is bound.
         let piece = |strides| RawOperand {
             address: Address::Read(std::ptr::null()),
@@ -163,19 +191,19 @@ impl Kernel {
             buffer: Buffer::Scratch,
             bytes,
         })?;
-        let sums = numel * (abi::scratch_per_element(&self.plan) - COUNT_SIZE);
+        let sums = numel * (self.scratch_per_element() - COUNT_SIZE);
         Ok(Some(Scratch {
             bytes: alloc::zeroed(op, Buffer::Scratch, len)?,
             shape: out_shape.to_vec(),
             count_strides: count_strides(out_shape, counts),
-            sum_strides: strides_of(out_shape),
+            sum_strides: (!self.sums_in_output()).then(|| strides_of(out_shape)),
             count_bytes: len - sums,
         }))
     }
 }
 
 impl Scratch {
-    /// `ops` with the counts and sums bound.
+    /// `ops` with the counts and sums bound (the sums as `ops`' output where they are it).
     pub(super) fn bind<'a>(&'a mut self, ops: Operands<'a>) -> Operands<'a> {
         let (counts, sums) = self.bytes.split_at_mut(self.count_bytes);
         let piece = |at: &mut [u8], strides| RawOperand {
@@ -183,7 +211,11 @@ impl Scratch {
             shape: &self.shape,
             strides,
         };
+        let sums = match &self.sum_strides {
+            Some(strides) => piece(sums, strides),
+            None => *ops.get(Operand::Output),
+        };
         ops.with(Operand::Counts, piece(counts, &self.count_strides))
-            .with(Operand::Sums, piece(sums, &self.sum_strides))
+            .with(Operand::Sums, sums)
     }
 }

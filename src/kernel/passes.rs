@@ -94,6 +94,9 @@ impl Kernel {
                     }
                 }
                 PassKind::Check => {}
+                // The sums are the output, which holds data's values, and the counts start
+                // zeroed.
+                PassKind::Init if self.sums_in_output() => {}
                 PassKind::Copy => {
                     // In place, out holds data already.
                     if let Some(data) = data {
