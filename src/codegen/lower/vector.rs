@@ -11,8 +11,9 @@ use crate::codegen::half;
 impl Lowering<'_, '_> {
     /// Elements per 16-byte vector when the machine has vectors and this nest's combine has a
     /// vector form for its dtype: float add/mul/max/min (f32, f64; f16 and bf16 add and mul
-    /// in f32 lanes, max and min on their bits), integer add and bool or/and (any width), integer max/min and mul up
-    /// to 32 bits, and `mean`'s accumulate of floats (into f32 or f64 sums).
+    /// in f32 lanes, max and min on their bits), integer add and bool or/and (any width),
+    /// integer max/min and mul up to 32 bits, and `mean`'s accumulate of floats (into f32
+    /// or f64 sums).
     pub(super) fn vector_lanes(&self) -> Option<i64> {
         use DTypeClass as C;
         let dtype = self.key.dtype();
@@ -108,16 +109,10 @@ impl Lowering<'_, '_> {
         let Some(Source::Read(src)) = &self.nest.source else {
             unreachable!("vector combines read their source")
         };
+        // Widened halves are two vectors; a splat one holds the same value in both.
+        let parts = if self.widened_halves().is_some() { 2 } else { 1 };
         let new = match splat {
-            // A splat half holds the same value in both halves' lanes.
-            Some(v) => vec![
-                v;
-                if self.widened_halves().is_some() {
-                    2
-                } else {
-                    1
-                }
-            ],
+            Some(v) => vec![v; parts],
             None => {
                 let src_ptr = at[self.access_of(src.operand)];
                 self.load_arithmetic(src_ptr)
@@ -147,8 +142,8 @@ impl Lowering<'_, '_> {
             }
             Combine::Accumulate(acc) => {
                 // The sums: one vector per arithmetic vector of the source, in order.
-                let sum_type = combine::acc_type(acc).by(16 / combine::acc_type(acc).bytes());
-                let sum_type = sum_type.expect("16-byte vectors exist");
+                let scalar = combine::acc_type(acc);
+                let sum_type = scalar.by(16 / scalar.bytes()).expect("16-byte vectors exist");
                 for (part, new) in new.into_iter().enumerate() {
                     let offset = 16 * part as i32;
                     let sum = self.b.ins().load(sum_type, data_flags(), dest_ptr, offset);
