@@ -22,7 +22,8 @@ use crate::error::{Buffer, Error, Result};
 /// terabytes, which the system might grant (overcommit) and then kill the process when the
 /// kernel touches them. Scratch gets four times the output's cap because `mean` keeps a
 /// sum and an 8-byte count per output element: three times the output for f32, twice for
-/// f64 (16-bit floats and integers need up to 16 times).
+/// f64 (16-bit floats and integers need up to 16 times; f32 and f64 starting from data's
+/// values sum in the output and keep only the counts).
 ///
 /// ```
 /// let mut limits = scatterjit::limits();

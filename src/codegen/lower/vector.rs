@@ -110,7 +110,7 @@ impl Lowering<'_, '_> {
             unreachable!("vector combines read their source")
         };
         // Widened halves are two vectors; a splat one holds the same value in both.
-        let parts = if self.widened_halves().is_some() { 2 } else { 1 };
+        let parts = 1 + usize::from(self.widened_halves().is_some());
         let new = match splat {
             Some(v) => vec![v; parts],
             None => {
@@ -143,7 +143,9 @@ impl Lowering<'_, '_> {
             Combine::Accumulate(acc) => {
                 // The sums: one vector per arithmetic vector of the source, in order.
                 let scalar = combine::acc_type(acc);
-                let sum_type = scalar.by(16 / scalar.bytes()).expect("16-byte vectors exist");
+                let sum_type = scalar
+                    .by(16 / scalar.bytes())
+                    .expect("16-byte vectors exist");
                 for (part, new) in new.into_iter().enumerate() {
                     let offset = 16 * part as i32;
                     let sum = self.b.ins().load(sum_type, data_flags(), dest_ptr, offset);
