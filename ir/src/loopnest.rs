@@ -148,6 +148,17 @@ pub struct LoopNest {
     pub combine: Combine,
 }
 
+impl LoopNest {
+    /// Whether the pass writes through the index (a scatter's writing passes): its
+    /// destination coordinate along the indexed dim comes from the data, so two positions
+    /// of the axis's loop may write one element.
+    pub fn writes_through_index(&self) -> bool {
+        self.dest
+            .as_ref()
+            .is_some_and(|d| d.indexed_dim().is_some())
+    }
+}
+
 /// Everything a key computes: its passes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {

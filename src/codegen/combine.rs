@@ -67,6 +67,18 @@ pub(crate) fn real_float_bits(b: &mut FunctionBuilder, dtype: DType, x: Value) -
     }
 }
 
+/// A vector of type `ty` whose every lane holds the low bits of `value`: a constant in the
+/// function's pool, which x86-64 loads with one instruction where a splat of a register
+/// takes three.
+pub(crate) fn splat_constant(b: &mut FunctionBuilder, ty: Type, value: u64) -> Value {
+    let lane = ty.lane_bits() as usize / 8;
+    let bytes: Vec<u8> = (0..ty.lane_count())
+        .flat_map(|_| value.to_le_bytes()[..lane].to_vec())
+        .collect();
+    let constant = b.func.dfg.constants.insert(bytes.into());
+    b.ins().vconst(ty, constant)
+}
+
 /// The Cranelift type of one scalar part of `dtype` as it is computed with.
 fn part_type(dtype: DType) -> Type {
     match dtype {
@@ -238,11 +250,7 @@ pub(crate) fn half_extremum(
     };
     let ty = b.func.dfg.value_type(x);
     let constant = |b: &mut FunctionBuilder, v: u16| match vector {
-        true => {
-            let bytes: Vec<u8> = (0..8).flat_map(|_| v.to_le_bytes()).collect();
-            let constant = b.func.dfg.constants.insert(bytes.into());
-            b.ins().vconst(ty, constant)
-        }
+        true => splat_constant(b, ty, u64::from(v)),
         false => b.ins().iconst(ty, i64::from(v)),
     };
     let magnitude = constant(b, 0x7fff);
@@ -277,11 +285,7 @@ pub(crate) fn half_extremum(
 /// For f16 and bf16 `max` and `min`, which [`half_extremum`] computes on bits: whether it
 /// is the maximum, and whether bf16.
 pub(crate) fn half_extremum_of(reduction: Reduction, dtype: DType) -> Option<(bool, bool)> {
-    let brain = match dtype {
-        DType::F16 => false,
-        DType::BF16 => true,
-        _ => return None,
-    };
+    let brain = half::brain_of(dtype)?;
     match reduction {
         Reduction::Max => Some((true, brain)),
         Reduction::Min => Some((false, brain)),

@@ -25,6 +25,9 @@ use cranelift_codegen::ir::immediates::Ieee32;
 use cranelift_codegen::ir::types::{F32, F32X4, I16, I32, I32X4};
 use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
+use scatterjit_ir::DType;
+
+use super::combine::splat_constant;
 
 /// f16 bits (an `I16` value) -> the exactly equal `F32`.
 ///
@@ -162,13 +165,18 @@ pub(crate) fn f32_to_bf16(b: &mut FunctionBuilder, x: Value) -> Value {
     b.ins().ireduce(I16, r)
 }
 
-/// A vector of four I32 lanes, each `value`: a constant in the function's pool, which x86-64
-/// reads as an instruction's memory operand (a splat of a register takes three
-/// instructions where it is used).
+/// For f16 and bf16, whether bf16 (the vector emitters' `brain`); `None` for other dtypes.
+pub(crate) fn brain_of(dtype: DType) -> Option<bool> {
+    match dtype {
+        DType::F16 => Some(false),
+        DType::BF16 => Some(true),
+        _ => None,
+    }
+}
+
+/// A vector of four I32 lanes, each `value` (see [`splat_constant`]).
 fn lanes(b: &mut FunctionBuilder, value: u32) -> Value {
-    let bytes: Vec<u8> = (0..4).flat_map(|_| value.to_le_bytes()).collect();
-    let constant = b.func.dfg.constants.insert(bytes.into());
-    b.ins().vconst(I32X4, constant)
+    splat_constant(b, I32X4, u64::from(value))
 }
 
 /// Reinterprets the 16 bytes of `v` as `ty` (lanes of equal size).

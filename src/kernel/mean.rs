@@ -72,6 +72,12 @@ impl Kernel {
                 .is_some_and(|acc| acc.size() == key.dtype().size())
     }
 
+    /// Whether calls run `pass`: every pass of the plan but `mean`'s init where the sums
+    /// are the output (see [`Self::sums_in_output`]).
+    pub(super) fn runs(&self, pass: PassKind) -> bool {
+        self.plan.pass(pass).is_some() && !(pass == PassKind::Init && self.sums_in_output())
+    }
+
     /// Bytes of scratch per output element: a count, and a sum unless the sums are the
     /// output (0 unless the plan is `mean`'s).
     fn scratch_per_element(&self) -> usize {

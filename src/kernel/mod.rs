@@ -125,7 +125,7 @@ impl Kernel {
         // One pass after another on the calling thread: a compile may run under a lock (the
         // cache's slot), where waiting on the rayon pool could run a task that takes it.
         for pass in [PassKind::Init, PassKind::Apply, PassKind::Finish] {
-            if kernel.plan.pass(pass).is_some() {
+            if kernel.runs(pass) {
                 kernel.compiled(pass, Variant::Strided, false)?;
             }
         }

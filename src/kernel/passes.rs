@@ -75,6 +75,9 @@ impl Kernel {
         let mut compacted = None;
         for nest in &self.plan.passes {
             let pass = nest.pass;
+            if !self.runs(pass) {
+                continue;
+            }
             if pass != PassKind::Check && scratch.is_none() {
                 // Before the first write, so that running out of memory leaves `out` as it was.
                 scratch = self.scratch(out.shape(), counts)?;
@@ -94,9 +97,6 @@ impl Kernel {
                     }
                 }
                 PassKind::Check => {}
-                // The sums are the output, which holds data's values, and the counts start
-                // zeroed.
-                PassKind::Init if self.sums_in_output() => {}
                 PassKind::Copy => {
                     // In place, out holds data already.
                     if let Some(data) = data {

@@ -106,11 +106,7 @@ fn split(
     if threads < 2 || work < 2 * grain {
         return None;
     }
-    let indexed_dest = nest
-        .dest
-        .as_ref()
-        .is_some_and(|dest| dest.indexed_dim().is_some());
-    let axis_of_indexed = |n: usize| indexed_dest && order[n] == key.axis();
+    let axis_of_indexed = |n: usize| nest.writes_through_index() && order[n] == key.axis();
     let splittable =
         |n: usize| !axis_of_indexed(n) && !count_still(nest, layout, params, n) && dims[n] >= 2;
     let level = (0..depth).find(|&n| splittable(n))?;
@@ -249,11 +245,7 @@ fn tiles(
     let fits = (most / s / step).max(1);
     let band = fits.max((MIN_BAND.min(most) + step - 1) / step);
     // A scatter keeps its tiles: they are also its only parallel split.
-    let gathers = nest
-        .dest
-        .as_ref()
-        .is_some_and(|d| d.indexed_dim().is_none());
-    if gathers && band > fits && reach <= resident {
+    if !nest.writes_through_index() && band > fits && reach <= resident {
         return None;
     }
     // A loop of a band or less is picked whole; more chunks than bands only feed threads.
@@ -431,11 +423,7 @@ impl Kernel {
             return Ok(());
         };
         let layout = self.layout(pass);
-        let indexed_dest = nest
-            .dest
-            .as_ref()
-            .is_some_and(|dest| dest.indexed_dim().is_some());
-        if let Some(buckets) = buckets.filter(|_| indexed_dest) {
+        if let Some(buckets) = buckets.filter(|_| nest.writes_through_index()) {
             return self.run_buckets(pass, nest, layout, ops, buckets);
         }
         let (params, order) = bind(&self.plan.key, nest, layout, ops, false);
@@ -566,27 +554,9 @@ mod tests {
             .collect()
     }
 
-    /// A ScatterElements add of `dtype` along `axis` (i64 indices), and the parameters and
-    /// loop order its apply pass binds for row-major data and indices of these shapes.
-    fn bind_scatter_add(
-        dtype: DType,
-        axis: i64,
-        data: &[usize],
-        indices: &[usize],
-    ) -> (KernelKey, Plan, Vec<i64>, Order) {
-        let key =
-            KernelKey::scatter_elements(dtype, DType::I64, data.len(), axis, Reduction::Add, true)
-                .unwrap();
-        bind_apply(key, data, indices)
-    }
-
     /// The parameters and loop order the apply pass of `key` (ScatterElements or
     /// GatherElements, i64 indices) binds for row-major data and indices of these shapes.
-    fn bind_apply(
-        key: KernelKey,
-        data: &[usize],
-        indices: &[usize],
-    ) -> (KernelKey, Plan, Vec<i64>, Order) {
+    fn bind_apply(key: KernelKey, data: &[usize], indices: &[usize]) -> (Plan, Vec<i64>, Order) {
         let dtype = key.dtype();
         let plan = Plan::new(key);
         let nest = plan.pass(PassKind::Apply).unwrap();
@@ -613,14 +583,23 @@ mod tests {
         let read_view = read_view.unwrap();
         let ops = ops.with(operand, read_view.raw());
         let (params, order) = bind(&key, nest, &ParamLayout::of(nest), &ops, false);
-        (key, plan, params, order)
+        (plan, params, order)
     }
 
     #[test]
     fn only_small_integer_outputs_of_axis_only_scatters_take_partials() {
         let decide = |dtype: DType, data: &[usize], indices: &[usize]| -> Option<usize> {
-            let (key, plan, params, order) = bind_scatter_add(dtype, -1, data, indices);
-            let nest = plan.pass(PassKind::Apply).unwrap();
+            let key = KernelKey::scatter_elements(
+                dtype,
+                DType::I64,
+                data.len(),
+                -1,
+                Reduction::Add,
+                true,
+            )
+            .unwrap();
+            let (plan, params, order) = bind_apply(key, data, indices);
+            let (key, nest) = (plan.key, plan.pass(PassKind::Apply).unwrap());
             let layout = ParamLayout::of(nest);
             let ds = row_major(data);
             let pool = rayon::ThreadPoolBuilder::new()
@@ -650,7 +629,7 @@ mod tests {
         // (level, chunks) of the tiles of the apply pass of `key` on one thread, where the
         // last-level cache holds 8 MiB of picks.
         let tiles_of = |key: KernelKey, data: &[usize], indices: &[usize]| {
-            let (key, plan, params, _) = bind_apply(key, data, indices);
+            let (plan, params, _) = bind_apply(key, data, indices);
             let nest = plan.pass(PassKind::Apply).unwrap();
             let layout = ParamLayout::of(nest);
             let pool = rayon::ThreadPoolBuilder::new()

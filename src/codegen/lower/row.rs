@@ -156,11 +156,7 @@ impl Lowering<'_, '_> {
             _ => None,
         };
         // f16 and bf16 sum in f32: eight elements at a time are two f32 vectors of sums.
-        let halves = match dtype {
-            DType::F16 if self.machine.vectors => Some(false),
-            DType::BF16 if self.machine.vectors => Some(true),
-            _ => None,
-        };
+        let halves = half::brain_of(dtype).filter(|_| self.machine.vectors);
         match self.nest.combine {
             Combine::Start(acc) => {
                 self.b.ins().store(data_flags(), zero, ptrs[count], 0);

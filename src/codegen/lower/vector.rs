@@ -45,11 +45,7 @@ impl Lowering<'_, '_> {
             Combine::Reduce(r) => combine::half_extremum_of(r, dtype).is_some(),
             _ => false,
         };
-        match dtype {
-            DType::F16 if !bitwise => Some(false),
-            DType::BF16 if !bitwise => Some(true),
-            _ => None,
-        }
+        half::brain_of(dtype).filter(|_| !bitwise)
     }
 
     /// The type of 16 bytes of elements as [`Self::combine_vector`] loads them: float
