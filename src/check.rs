@@ -6,6 +6,8 @@
 use rayon::prelude::*;
 use scatterjit_ir::DType;
 
+use crate::tensor::TensorView;
+
 /// Elements per block: each block is scanned without early exit (so it vectorizes), and
 /// the first block with a bad index is searched again element by element.
 const BLOCK: usize = 4096;
@@ -87,6 +89,154 @@ pub(crate) fn compact_into(
     match width {
         2 => compact_as::<2>(dtype, bytes, s, out),
         _ => compact_as::<4>(dtype, bytes, s, out),
+    }
+}
+
+/// Elements per tile of [`compact_strided`] (a tile of i64 indices, 32 KiB, stays in the
+/// first-level cache between its gather and its compact): [`TILE_COLUMNS`] of each of
+/// [`TILE_ROWS`] rows, or more rows where rows are shorter.
+const TILE_ROWS: usize = 64;
+
+/// See [`TILE_ROWS`].
+const TILE_COLUMNS: usize = 64;
+
+/// [`compact_into`] for indices in any layout but a broadcast one: writes them normalized,
+/// in row-major order, into `out`, so that the apply pass walks them as it walks dense
+/// indices. Where the layout is not row-major (a transposed or permuted index), each tile
+/// of output rows stacked along the dim whose elements lie closest in memory is gathered
+/// column by column, so that the rows' elements sharing a cache line are read together, and
+/// then compacted in one scan. Returns whether every index was in range; when not, `out`
+/// holds garbage and the caller's ordinary check names the first bad one.
+pub(crate) fn compact_strided(
+    indices: &TensorView<'_>,
+    s: usize,
+    width: usize,
+    out: &mut [u8],
+) -> bool {
+    // Dims of size 1 step nowhere; the row-major order of the rest is the view's.
+    let (view, _) = indices.compacted();
+    let (shape, strides) = (view.shape(), view.strides());
+    let dtype = view.dtype();
+    let size = dtype.size();
+    let Some(last) = shape.len().checked_sub(1) else {
+        return compact_into(dtype, view.element_bytes(0), s, width, out);
+    };
+    let columns = shape[last];
+    if columns == 0 {
+        return true;
+    }
+    let block = columns.min(TILE_COLUMNS);
+    let blocks = columns.div_ceil(block);
+    // The dim the tiles stack rows along: the closest-strided one, if closer than the
+    // last dim's own elements. Its step in output rows, its extent and its stride.
+    let stack = (0..last)
+        .min_by_key(|&d| strides[d].unsigned_abs())
+        .filter(|&d| strides[d].unsigned_abs() < strides[last].unsigned_abs());
+    let (row_step, extent, stride) = match stack {
+        Some(d) => (shape[d + 1..last].iter().product(), shape[d], strides[d]),
+        None => (1, 1, 0),
+    };
+    let tile_rows = (TILE_ROWS * TILE_COLUMNS / block).min(extent);
+    let tiles_along = extent.div_ceil(tile_rows);
+    let rows = out.len() / (columns * width);
+    // Each tile's pieces of the output: a tile of whole rows one step apart is one run of
+    // the output; otherwise row `r`'s block `b` goes to the tile of `r` with its stacked
+    // coordinate divided by `tile_rows`, in increasing `r`.
+    let whole = row_step == 1 && blocks == 1;
+    let pieces: Vec<Vec<&mut [u8]>> = if whole {
+        out.chunks_mut(extent * columns * width)
+            .flat_map(|run| run.chunks_mut(tile_rows * columns * width))
+            .map(|piece| vec![piece])
+            .collect()
+    } else {
+        let tiles = rows / extent * tiles_along * blocks;
+        let mut pieces: Vec<Vec<&mut [u8]>> = (0..tiles).map(|_| Vec::new()).collect();
+        for (r, row) in out.chunks_mut(columns * width).enumerate() {
+            let (high, at, low) = (r / (row_step * extent), r / row_step % extent, r % row_step);
+            let tile_row = (high * tiles_along + at / tile_rows) * row_step + low;
+            for (b, piece) in row.chunks_mut(block * width).enumerate() {
+                pieces[tile_row * blocks + b].push(piece);
+            }
+        }
+        pieces
+    };
+    let (buffer, first) = (view.buffer(), view.offset() as isize);
+    let run = |(tile, narrow): &mut (Vec<u8>, Vec<u8>), (t, pieces): (usize, Vec<&mut [u8]>)| {
+        let (tile_row, b) = (t / blocks, t % blocks);
+        let (high, at, low) = (
+            tile_row / (row_step * tiles_along),
+            tile_row / row_step % tiles_along,
+            tile_row % row_step,
+        );
+        // The tile's first row, and the element offset of its first column.
+        let mut r = (high * extent + at * tile_rows) * row_step + low;
+        let mut start = first + (b * block) as isize * strides[last];
+        for d in (0..last).rev() {
+            start += (r % shape[d]) as isize * strides[d];
+            r /= shape[d];
+        }
+        let n = (columns - b * block).min(block);
+        let rows = match whole {
+            true => pieces[0].len() / (n * width),
+            false => pieces.len(),
+        };
+        let (steps, tile) = ((strides[last], stride), &mut tile[..rows * n * size]);
+        match size {
+            1 => gather_tile::<1>(buffer, start, steps, n, tile),
+            2 => gather_tile::<2>(buffer, start, steps, n, tile),
+            4 => gather_tile::<4>(buffer, start, steps, n, tile),
+            _ => gather_tile::<8>(buffer, start, steps, n, tile),
+        }
+        if whole {
+            let [piece] = <[_; 1]>::try_from(pieces).expect("one piece");
+            return compact_into(dtype, tile, s, width, piece);
+        }
+        let narrow = &mut narrow[..rows * n * width];
+        let in_range = compact_into(dtype, tile, s, width, narrow);
+        for (piece, row) in pieces.into_iter().zip(narrow.chunks_exact(n * width)) {
+            piece.copy_from_slice(row);
+        }
+        in_range
+    };
+    let buffers = || {
+        let elements = TILE_ROWS * TILE_COLUMNS;
+        (vec![0u8; elements * size], vec![0u8; elements * width])
+    };
+    if rows * columns >= PARALLEL_FROM {
+        pieces
+            .into_par_iter()
+            .enumerate()
+            .map_init(buffers, run)
+            .all(|in_range| in_range)
+    } else {
+        let mut buffers = buffers();
+        pieces
+            .into_iter()
+            .enumerate()
+            .all(|item| run(&mut buffers, item))
+    }
+}
+
+/// Fills `tile`, rows of `columns` elements of `N` bytes, with the elements at
+/// `start + j * steps.0 + i * steps.1` of `buffer` (row `i`, column `j`): column by column,
+/// so that the rows' elements that share a cache line (`steps.1` is the smaller step) are
+/// read together.
+fn gather_tile<const N: usize>(
+    buffer: &[u8],
+    start: isize,
+    steps: (isize, isize),
+    columns: usize,
+    tile: &mut [u8],
+) {
+    let rows = tile.len() / (columns * N);
+    for j in 0..columns {
+        let column = start + j as isize * steps.0;
+        for i in 0..rows {
+            let from = (column + i as isize * steps.1) as usize * N;
+            let to = (i * columns + j) * N;
+            let element: [u8; N] = buffer[from..from + N].try_into().expect("N bytes");
+            tile[to..to + N].copy_from_slice(&element);
+        }
     }
 }
 
@@ -363,5 +513,93 @@ mod tests {
             &out[4 * PARALLEL_FROM + 10..4 * PARALLEL_FROM + 16],
             [3, 0, 1, 0, 3, 0]
         );
+    }
+
+    /// Every layout of `compact_strided`: shapes of rank 0 to 4 whose dims are nested in a
+    /// random order, with gaps, padded, walked backwards or of size 1 with any stride, some as large
+    /// as a parallel scan and some with a tile's edges cut short, against the row-major
+    /// reading of each position; and a bad index anywhere fails the copy.
+    #[test]
+    fn strided_compacts_read_every_position_row_major() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |below: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % below as u64) as usize
+        };
+        let s = 1000usize;
+        for case in 0..300 {
+            let rank = next(5);
+            let mut shape: Vec<usize> = (0..rank)
+                .map(|_| [1, 2, 3, 17, 64, 65, 130][next(7)])
+                .collect();
+            if case % 50 == 0 && rank >= 2 {
+                shape[0] = 300;
+                shape[rank - 1] = 500;
+            }
+            // At most a million positions.
+            while shape.iter().product::<usize>() > 1 << 20 {
+                let largest = (0..rank).max_by_key(|&d| shape[d]).expect("a dim");
+                shape[largest] /= 2;
+            }
+            let mut order: Vec<usize> = (0..rank).collect();
+            for i in (1..rank).rev() {
+                order.swap(i, next(i + 1));
+            }
+            let mut strides = vec![0isize; rank];
+            // Elements one apart or, as in a view of every other one, two apart.
+            let (mut extent, mut offset) = (1 + next(2), next(3));
+            for &d in order.iter().rev() {
+                if shape[d] == 1 && next(4) == 0 {
+                    strides[d] = [7, -3, 1 << 20][next(3)];
+                    continue;
+                }
+                strides[d] = extent as isize;
+                if next(2) == 0 {
+                    offset += (shape[d] - 1) * extent;
+                    strides[d] = -strides[d];
+                }
+                extent *= shape[d] + next(2);
+            }
+            let values: Vec<i64> = (0..offset + extent + 1)
+                .map(|_| next(2 * s) as i64 - s as i64)
+                .collect();
+            let bytes = bytes_i64(&values);
+            let view = TensorView::new(DType::I64, &shape, &strides, offset, &bytes).unwrap();
+            let count: usize = shape.iter().product();
+            // The row-major reading, normalized.
+            let mut want = Vec::with_capacity(2 * count);
+            for flat in 0..count {
+                let (mut rest, mut at) = (flat, offset as isize);
+                for d in (0..rank).rev() {
+                    at += (rest % shape[d]) as isize * strides[d];
+                    rest /= shape[d];
+                }
+                let k = values[at as usize];
+                want.extend_from_slice(&(k.rem_euclid(s as i64) as u16).to_le_bytes());
+            }
+            let mut out = vec![0u8; 2 * count];
+            assert!(
+                compact_strided(&view, s, 2, &mut out),
+                "{shape:?} {strides:?}"
+            );
+            assert_eq!(out, want, "{shape:?} {strides:?} +{offset}");
+            // One bad index, at a random position, fails the copy.
+            let mut bad = values.clone();
+            let flat = next(count);
+            let (mut rest, mut at) = (flat, offset as isize);
+            for d in (0..rank).rev() {
+                at += (rest % shape[d]) as isize * strides[d];
+                rest /= shape[d];
+            }
+            bad[at as usize] = [s as i64, -(s as i64) - 1][next(2)];
+            let bytes = bytes_i64(&bad);
+            let view = TensorView::new(DType::I64, &shape, &strides, offset, &bytes).unwrap();
+            assert!(
+                !compact_strided(&view, s, 2, &mut out),
+                "{shape:?} {strides:?}"
+            );
+        }
     }
 }

@@ -29,3 +29,12 @@ def test_inputs_follow_the_index_patterns():
     data, indices, updates = bench.inputs(by_name["scatter_add_hist_i64"], div=8)
     assert data.dtype == np.int64 and 0 <= data.min() and data.max() < 100
     assert len(bench.WORKLOADS) == 12
+
+
+def test_layout_workloads_keep_their_transposed_indices(capsys):
+    for w in bench.LAYOUTS:
+        data, indices, updates = bench.inputs(w, div=8)
+        assert indices.flags.f_contiguous and not indices.flags.c_contiguous
+    assert bench.main(["--layouts", "--quick", "--only", "scatter_min_transposed_i64", "--rounds", "1", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| scatter_min_transposed_i64 |" in out and "✗" not in out

@@ -101,10 +101,10 @@ impl Kernel {
     /// u16 copy, 7-8.5 with). GatherElements and ScatterElements pick one element per
     /// index, and a u32 copy pays (GatherElements of [64, 262144] f32: 39 ms without, 30
     /// with).
-    fn compact_dtype(&self, dense: &[u8], size: usize) -> Option<DType> {
+    fn compact_dtype(&self, count: usize, size: usize, reordered: bool) -> Option<DType> {
         let key = &self.plan.key;
         let width = key.index_dtype().size();
-        let many = (dense.len() / width) as i64 >= 2 * super::schedule::parallel_grain();
+        let many = count as i64 >= 2 * super::schedule::parallel_grain();
         let widest = match key.kind() {
             OpKind::GatherElements => Some(DType::U32),
             OpKind::ScatterElements => self.plan.mean_accumulator().is_none().then_some(DType::U32),
@@ -114,7 +114,10 @@ impl Kernel {
         NARROW
             .into_iter()
             .filter(|to| to.size() <= widest.size())
-            .find(|to| to.size() < width && size as u64 <= 1 << (8 * to.size()))
+            .find(|to| {
+                let narrower = to.size() < width || (reordered && to.size() == width);
+                narrower && size as u64 <= 1 << (8 * to.size())
+            })
     }
 
     /// Checks the indices of a call on data of `data_shape` and copies them to a narrower
@@ -128,13 +131,21 @@ impl Kernel {
     ) -> Result<Option<Compacted<'_>>> {
         let key = &self.plan.key;
         let size = data_shape[key.axis()];
-        let Some((dense, to)) = indices
-            .dense_bytes()
-            .and_then(|bytes| Some((bytes, self.compact_dtype(bytes, size)?)))
-        else {
+        let dense = indices.dense_bytes();
+        let count = indices.shape().iter().product::<usize>();
+        // A broadcast index keeps its own paths, which read one element per slice.
+        let broadcast = indices
+            .shape()
+            .iter()
+            .zip(indices.strides())
+            .any(|(&d, &stride)| d > 1 && stride == 0);
+        if dense.is_none() && broadcast {
+            return Ok(None);
+        }
+        let Some(to) = self.compact_dtype(count, size, dense.is_none()) else {
             return Ok(None);
         };
-        let len = dense.len() / key.index_dtype().size() * to.size();
+        let len = count * to.size();
         // The copy only saves time: refused, the call reads the indices twice.
         if alloc::check(key.kind(), Buffer::Scratch, len as u128).is_err() {
             return Ok(None);
@@ -143,7 +154,11 @@ impl Kernel {
             return Ok(None);
         };
         let copy = &mut buffer[..len];
-        if !check::compact_into(key.index_dtype(), dense, size, to.size(), copy) {
+        let in_range = match dense {
+            Some(dense) => check::compact_into(key.index_dtype(), dense, size, to.size(), copy),
+            None => check::compact_strided(indices, size, to.size(), copy),
+        };
+        if !in_range {
             keep(buffer);
             return Ok(None);
         }

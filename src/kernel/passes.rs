@@ -83,7 +83,9 @@ impl Kernel {
                 scratch = self.scratch(out.shape(), counts)?;
             }
             match pass {
-                PassKind::Check if check => {
+                // Without a check, indices that are not row-major are still copied
+                // row-major (checked as they are copied) for the passes that read them.
+                PassKind::Check if check || indices.dense_bytes().is_none() => {
                     if let (None, Some(data)) = (updates, data) {
                         // The compacted gather checks, then runs its own apply.
                         if self.gather_compacted(out, data, indices)? {
@@ -92,7 +94,7 @@ impl Kernel {
                     } else {
                         compacted = self.compact(&data_shape, indices)?;
                     }
-                    if compacted.is_none() {
+                    if compacted.is_none() && check {
                         self.check_indices(&data_shape, indices)?
                     }
                 }

@@ -14,6 +14,7 @@ calls of the two taken in turns, and prints the medians and their ratio. Two mod
 Every workload's result is compared between the two before it is timed. ``--tiny`` runs
 two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add of
 [4, 16] into [16, 16]), where the time is the per-call overhead, in ns per call.
+``--layouts`` runs workloads whose indices are laid out as their transpose instead.
 """
 
 import argparse
@@ -41,6 +42,7 @@ class Workload:
     reduction: str
     pattern: str  # perm, uniform, uniform_rows
     expanded: bool = False  # the index is a stride-0 view along the features (PyG style)
+    transposed: bool = False  # the index's memory holds its transpose (dims reversed)
 
 
 # The suite's workloads, in its order and at its sizes (the same table as the Rust
@@ -59,6 +61,16 @@ WORKLOADS = [
     Workload("scatter_add_gnn_expanded_f32",  "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "add",  "uniform_rows", True),
     Workload("scatter_max_gnn_expanded_f32",  "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "max",  "uniform_rows", True),
     Workload("scatter_mean_gnn_expanded_f32", "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "mean", "uniform_rows", True),
+]
+
+# Indices laid out as their transpose (``--layouts``): a column-major index, as
+# ``index.t()`` or a Fortran-ordered array passes it, the same values as a dense one.
+LAYOUTS = [
+    Workload("gather_elements_transposed_i64", "gather_elements",  "int64",   "int64", (16384, 512),   (16384, 512),    1, "none", "uniform", transposed=True),
+    Workload("gather_elements_transposed_f16", "gather_elements",  "float16", "int64", (2048, 2048),   (2048, 2048),    0, "none", "uniform", transposed=True),
+    Workload("scatter_min_transposed_i64",     "scatter_elements", "int64",   "int64", (131072, 32),   (131072, 32),    1, "min",  "uniform", transposed=True),
+    Workload("scatter_mul_transposed_f64",     "scatter_elements", "float64", "int64", (1024, 4, 256), (1024, 4, 256),  2, "mul",  "uniform", transposed=True),
+    Workload("scatter_add_transposed_f32",     "scatter_elements", "float32", "int64", (8192, 512),    (8192, 512),     0, "add",  "uniform", transposed=True),
 ]
 
 # Tiny calls, where the per-call overhead is the time (``--tiny``): the same two cases as
@@ -94,6 +106,8 @@ def inputs(w, div=1):
             indices = np.ascontiguousarray(indices)
     else:
         indices = rng.integers(0, size, index_shape).astype(w.index_dtype)
+    if w.transposed:
+        indices = np.ascontiguousarray(indices.T).T
 
     def draw(shape):
         if np.dtype(w.dtype).kind in "iu":
@@ -135,6 +149,9 @@ def calls(w, data, indices, updates, torch):
         with warnings.catch_warnings():  # read-only memory: torch only reads it
             warnings.simplefilter("ignore", UserWarning)
             ti = torch.from_numpy(np.ascontiguousarray(indices[:, :1])).expand(*indices.shape)
+    elif w.transposed:
+        # The same transposed layout: torch keeps numpy's strides.
+        ti = torch.from_numpy(indices).to(torch.int64)
     else:
         # torch takes int64 indices only (the f16 workload's are int32): converted once.
         ti = torch.from_numpy(np.ascontiguousarray(indices)).to(torch.int64)
@@ -203,13 +220,16 @@ def main(argv=None):
     parser.add_argument(
         "--tiny", action="store_true", help="the per-call overhead: two tiny cases, ns per call"
     )
+    parser.add_argument(
+        "--layouts", action="store_true", help="workloads whose indices are laid out transposed"
+    )
     args = parser.parse_args(argv)
     div, rounds = (8, args.rounds or 5) if args.quick else (1, args.rounds or 9)
     # Tiny calls: 21 rounds of 2,000 calls each; times in ns instead of ms.
     batch, scale, unit = (2000, 1e6, "ns") if args.tiny else (1, 1, "ms")
     if args.tiny:
         rounds = args.rounds or 21
-    suite = TINY if args.tiny else WORKLOADS
+    suite = TINY if args.tiny else LAYOUTS if args.layouts else WORKLOADS
 
     torch = None
     if not args.no_torch:
