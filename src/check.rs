@@ -1,7 +1,8 @@
 //! The index check before the first write, on the host for row-major indices: one pass
 //! over the index bytes that the compiler vectorizes (for the widest vectors the CPU has,
-//! see [`widest`]), split over the rayon pool. Strided indices go through the compiled
-//! check pass instead.
+//! see [`widest`]), split over the rayon pool; for indices in other layouts, a tiled
+//! row-major copy ([`compact_strided`]). Strided indices that are not copied go through
+//! the compiled check pass instead.
 
 use rayon::prelude::*;
 use scatterjit_ir::DType;
