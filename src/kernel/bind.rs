@@ -87,14 +87,28 @@ pub(super) fn bind(
         order.dims[..depth].sort_by_key(|&d| d != key.axis());
     }
 
-    let mut params = vec![0i64; layout.len];
+    // Dims and strides per loop, in the order chosen.
+    let mut loop_dims = [0i64; MAX_DEPTH];
+    let mut loop_strides = [[0i64; MAX_DEPTH]; MAX_ACCESSES];
     for (n, &d) in order.iter().enumerate() {
-        params[n] = dims[d];
-    }
-    for (a, slots) in layout.accesses.iter().enumerate() {
-        for (n, &d) in order.iter().enumerate() {
-            params[slots.strides_at + n] = strides[a][d];
+        loop_dims[n] = dims[d];
+        for (a, row) in loop_strides.iter_mut().enumerate() {
+            row[n] = strides[a][d];
         }
+    }
+    if nest.pass != PassKind::Check && !axis_first {
+        let accesses = layout.accesses.len();
+        coalesce(
+            &mut loop_dims[..depth],
+            &mut loop_strides[..accesses],
+            &mut order,
+        );
+    }
+    let mut params = vec![0i64; layout.len];
+    params[..depth].copy_from_slice(&loop_dims[..depth]);
+    for (a, slots) in layout.accesses.iter().enumerate() {
+        params[slots.strides_at..slots.strides_at + depth]
+            .copy_from_slice(&loop_strides[a][..depth]);
         if let Some(at) = slots.indexed_stride_at {
             params[at] = indexed[a];
         }
@@ -103,6 +117,66 @@ pub(super) fn bind(
         params[at] = ops.get(operand).shape[dim] as i64;
     }
     (params, order)
+}
+
+/// Merges each loop into the nearest unmerged loop inside it where every access steps, per
+/// step of the outer loop, exactly over the inner loop's whole extent (trailing dims that
+/// every tensor lays out row-major): the inner loop then walks both, and the merged loop,
+/// left with one step and no stride, moves outermost, so that the loop just outside the
+/// row is still the next one that steps. A rank-4 Gather of [64, 4096, 2, 8] f16 along
+/// axis 0 then copies rows of 65536 elements, not of 8. The check pass keeps its loops:
+/// a bad index's position is read from its loop counters.
+fn coalesce(dims: &mut [i64], strides: &mut [[i64; MAX_DEPTH]], order: &mut Order) {
+    let depth = dims.len();
+    let Some(mut inner) = depth.checked_sub(1) else {
+        return;
+    };
+    let mut merged = [false; MAX_DEPTH];
+    for n in (0..inner).rev() {
+        if dims[n] == 1 {
+            continue;
+        }
+        let joins = strides
+            .iter()
+            .all(|s| dims[inner].checked_mul(s[inner]) == Some(s[n]));
+        match dims[inner].checked_mul(dims[n]).filter(|_| joins) {
+            Some(product) => {
+                dims[inner] = product;
+                dims[n] = 1;
+                for s in strides.iter_mut() {
+                    s[n] = 0;
+                }
+                merged[n] = true;
+            }
+            None => inner = n,
+        }
+    }
+    if !merged.contains(&true) {
+        return;
+    }
+    // Merged loops first, then the others, each in their order (on the stack: tiny calls
+    // bind too).
+    let mut sequence = [0usize; MAX_DEPTH];
+    let firsts = (0..depth).filter(|&n| merged[n]);
+    for (to, from) in firsts.chain((0..depth).filter(|&n| !merged[n])).enumerate() {
+        sequence[to] = from;
+    }
+    let sequence = &sequence[..depth];
+    let permute = |values: &mut [i64]| {
+        let mut old = [0i64; MAX_DEPTH];
+        old[..depth].copy_from_slice(&values[..depth]);
+        for (to, &from) in sequence.iter().enumerate() {
+            values[to] = old[from];
+        }
+    };
+    permute(dims);
+    for s in strides.iter_mut() {
+        permute(s);
+    }
+    let old = *order;
+    for (to, &from) in sequence.iter().enumerate() {
+        order.dims[to] = old.dims[from];
+    }
 }
 
 /// The variant whose condition the bound parameters meet (see [`Variant::Contiguous`],
@@ -252,5 +326,50 @@ mod tests {
         assert_eq!(loop_order(&[1, 3], &[1, 3]), [1, 0]);
         // Bytes decide: the 8-byte indices outweigh the two transposed f32 tensors.
         assert_eq!(loop_order(&[1, 3], &[4, 1]), [0, 1]);
+    }
+
+    /// Loops merge into the nearest unmerged loop inside them only where every access
+    /// steps over that loop's whole extent; merged loops move outermost with no stride,
+    /// and the order follows.
+    #[test]
+    fn contiguous_trailing_loops_merge_into_one_row() {
+        let merge = |dims: &[i64], strides: &[&[i64]]| {
+            let depth = dims.len();
+            let mut d = dims.to_vec();
+            let mut s: Vec<[i64; MAX_DEPTH]> = strides
+                .iter()
+                .map(|row| std::array::from_fn(|n| row.get(n).copied().unwrap_or(0)))
+                .collect();
+            let mut order = Order {
+                dims: std::array::from_fn(|n| n),
+                len: depth,
+            };
+            coalesce(&mut d, &mut s, &mut order);
+            let s: Vec<Vec<i64>> = s.iter().map(|row| row[..depth].to_vec()).collect();
+            (d, s, order.to_vec())
+        };
+        // A Gather along axis 0 of [64, 4096, 2, 8]: data and output row-major past the
+        // index loop (data's stride there is the index's, 0 here), the index still.
+        let (dims, strides, order) = merge(
+            &[16, 4096, 2, 8],
+            &[&[0, 16, 8, 1], &[1, 0, 0, 0], &[65536, 16, 8, 1]],
+        );
+        assert_eq!(dims, [1, 1, 16, 65536]);
+        assert_eq!(strides, [[0, 0, 0, 1], [0, 0, 1, 0], [0, 0, 65536, 1]]);
+        assert_eq!(order, [1, 2, 0, 3]);
+        // A padded dim stops the chain; a size-1 dim does not; a stride-0 access merges
+        // only where it is still along both loops.
+        let (dims, _, order) = merge(&[3, 1, 4, 5], &[&[24, 99, 5, 1], &[0, 0, 0, 0]]);
+        assert_eq!((dims, order), (vec![1, 3, 1, 20], vec![2, 0, 1, 3]));
+        let (dims, _, _) = merge(&[3, 4, 5], &[&[21, 5, 1]]);
+        assert_eq!(dims, [1, 3, 20]);
+        let (dims, _, _) = merge(&[4, 5], &[&[5, 1], &[1, 0]]);
+        assert_eq!(dims, [4, 5]);
+        // Nothing to merge: everything as it was.
+        let (dims, strides, order) = merge(&[4, 5], &[&[1, 4]]);
+        assert_eq!(
+            (dims, strides, order),
+            (vec![4, 5], vec![vec![1, 4]], vec![0, 1])
+        );
     }
 }

@@ -657,9 +657,10 @@ mod tests {
         assert_eq!(tiles_of(gather, &[4096, 1024], &[64, 1024]), Some((1, 4)));
         // 256 rows of 64 KiB: bands of 1 KiB reach 256 KiB.
         assert_eq!(decide(0, &[256, 16384], &[8, 16384]), Some((1, 64)));
-        // Along axis 0 of rank 3, the band loops are the last two: 256 slices of 32 KiB,
-        // cut along the middle loop into bands of four 256-byte rows (1 KiB).
-        assert_eq!(decide(0, &[256, 128, 64], &[8, 128, 64]), Some((1, 32)));
+        // Along axis 0 of rank 3, the last two loops merge (`bind::coalesce`) into rows
+        // of 32 KiB, after the merged loop and the axis's: 256 slices of 32 KiB, cut into
+        // bands of 1 KiB.
+        assert_eq!(decide(0, &[256, 128, 64], &[8, 128, 64]), Some((2, 32)));
         // Along the middle axis of rank 3, only the last loop picks.
         assert_eq!(decide(1, &[2, 256, 16384], &[2, 8, 16384]), Some((2, 64)));
         // Picks within a row (the Touched variant's case), from 256 KiB, or from rows of
