@@ -72,13 +72,20 @@ impl Split {
 /// Bytes of a cache line (see [`abi::CACHE_LINE`]).
 const LINE: usize = abi::CACHE_LINE as usize;
 
-/// A split of the innermost loop gives each chunk at least this many bytes of its widest
-/// access: a page, the span the hardware's stream prefetcher works in, so that no thread's
-/// prefetches pull in lines another thread reads. Narrower rows (the expanded GNN
-/// scatters' 256 bytes) run whole: with their picks prefetched, the two threads' halves of
-/// each row took 1.5-1.7x one thread's time (BENCHMARKS.md). The two cache lines used before
-/// matched PyTorch's split of those rows.
+/// A split of the innermost loop where each row is picked whole (its index stays put along
+/// it) gives each chunk at least this many bytes of its widest access: a page, the span the
+/// hardware's stream prefetcher works in, so that no thread's prefetches pull in lines
+/// another thread reads. Narrower rows (the expanded GNN scatters' 256 bytes) run whole:
+/// with their picks prefetched, the two threads' halves of each row took 1.5-1.7x one
+/// thread's time (BENCHMARKS.md).
 const MIN_ROW_CHUNK: usize = 4096;
+
+/// A split of the innermost loop whose elements pick one by one gives each chunk at least
+/// this many bytes of its widest access (two cache lines): a scatter along an outer axis
+/// with rows too narrow for tiles has no other split (ScatterElements add of f32
+/// [262144, 64] along axis 0, i64 indices, two threads: 98 ms with whole rows, one
+/// thread's time, 56 ms in chunks; BENCHMARKS.md).
+const MIN_PICKS_CHUNK: usize = 2 * LINE;
 
 /// Chunks per thread, so that a thread that finishes early takes another.
 const CHUNKS_PER_THREAD: usize = 4;
@@ -125,7 +132,16 @@ fn split(
             .max()
             .unwrap_or(1)
             .max(1);
-        chunks = chunks.min(dims[level] as usize * widest / MIN_ROW_CHUNK);
+        let whole_rows = layout
+            .accesses
+            .iter()
+            .any(|a| a.operand == Operand::Indices && params[a.strides_at + level] == 0);
+        let least = if whole_rows {
+            MIN_ROW_CHUNK
+        } else {
+            MIN_PICKS_CHUNK
+        };
+        chunks = chunks.min(dims[level] as usize * widest / least);
         if widest.is_power_of_two() && widest <= LINE {
             align = (LINE / widest) as i64;
         }
@@ -622,6 +638,33 @@ mod tests {
         // Float sums must stay in order; a big output costs more to fold than it saves.
         assert_eq!(decide(DType::F32, &[1, 1000], &[1, 4 * grain]), None);
         assert_eq!(decide(DType::I64, &[1, grain], &[1, 2 * grain]), None);
+    }
+
+    #[test]
+    fn rows_that_pick_element_by_element_split_in_two_lines() {
+        // (level, chunks) of the split of a scatter add along axis 0 on two threads, whose
+        // rows are too narrow for tiles: its only split cuts each row.
+        let split_of = |data: &[usize], indices: &[usize]| {
+            let key =
+                KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Add, true)
+                    .unwrap();
+            let (plan, params, order) = bind_apply(key, data, indices);
+            let nest = plan.pass(PassKind::Apply).unwrap();
+            let layout = ParamLayout::of(nest);
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .unwrap();
+            pool.install(|| split(&key, nest, &layout, &params, &order))
+                .map(|s| (s.level, s.chunks, s.align))
+        };
+        // Rows of 64 i64 indices (512 bytes, the widest access): chunks of two cache lines
+        // of it, starting on a line.
+        assert_eq!(split_of(&[65536, 64], &[65536, 64]), Some((1, 4, 8)));
+        // Of 256: four chunks per thread.
+        assert_eq!(split_of(&[65536, 256], &[65536, 256]), Some((1, 8, 8)));
+        // Of 16 (128 bytes) the row runs whole.
+        assert_eq!(split_of(&[65536, 16], &[65536, 16]), None);
     }
 
     #[test]
