@@ -14,7 +14,8 @@ calls of the two taken in turns, and prints the medians and their ratio. Two mod
 Every workload's result is compared between the two before it is timed. ``--tiny`` runs
 two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add of
 [4, 16] into [16, 16]), where the time is the per-call overhead, in ns per call.
-``--layouts`` runs workloads whose indices are laid out as their transpose instead.
+``--extra`` runs workloads outside the suite instead (transposed indices, rank-3 and
+rank-4 gathers, a scatter along axis 0 with narrow rows).
 """
 
 import argparse
@@ -63,14 +64,19 @@ WORKLOADS = [
     Workload("scatter_mean_gnn_expanded_f32", "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64),  0, "mean", "uniform_rows", True),
 ]
 
-# Indices laid out as their transpose (``--layouts``): a column-major index, as
-# ``index.t()`` or a Fortran-ordered array passes it, the same values as a dense one.
-LAYOUTS = [
-    Workload("gather_elements_transposed_i64", "gather_elements",  "int64",   "int64", (16384, 512),   (16384, 512),    1, "none", "uniform", transposed=True),
-    Workload("gather_elements_transposed_f16", "gather_elements",  "float16", "int64", (2048, 2048),   (2048, 2048),    0, "none", "uniform", transposed=True),
-    Workload("scatter_min_transposed_i64",     "scatter_elements", "int64",   "int64", (131072, 32),   (131072, 32),    1, "min",  "uniform", transposed=True),
-    Workload("scatter_mul_transposed_f64",     "scatter_elements", "float64", "int64", (1024, 4, 256), (1024, 4, 256),  2, "mul",  "uniform", transposed=True),
-    Workload("scatter_add_transposed_f32",     "scatter_elements", "float32", "int64", (8192, 512),    (8192, 512),     0, "add",  "uniform", transposed=True),
+# Workloads outside the suite (``--extra``), of layouts and shapes it lacks: indices laid
+# out as their transpose (a column-major index, as ``index.t()`` or a Fortran-ordered
+# array passes it, the same values as a dense one), gathers of rank 3 and 4 whose
+# trailing dims are a few elements, a scatter along axis 0 with 256-byte rows.
+EXTRA = [
+    Workload("gather_elements_transposed_i64", "gather_elements",  "int64",   "int64", (16384, 512),     (16384, 512),    1, "none", "uniform", transposed=True),
+    Workload("gather_elements_transposed_f16", "gather_elements",  "float16", "int64", (2048, 2048),     (2048, 2048),    0, "none", "uniform", transposed=True),
+    Workload("scatter_min_transposed_i64",     "scatter_elements", "int64",   "int64", (131072, 32),     (131072, 32),    1, "min",  "uniform", transposed=True),
+    Workload("scatter_mul_transposed_f64",     "scatter_elements", "float64", "int64", (1024, 4, 256),   (1024, 4, 256),  2, "mul",  "uniform", transposed=True),
+    Workload("scatter_add_transposed_f32",     "scatter_elements", "float32", "int64", (8192, 512),      (8192, 512),     0, "add",  "uniform", transposed=True),
+    Workload("gather_rank4_slices_f16",        "gather",           "float16", "int64", (64, 4096, 2, 8), (64,),           0, "none", "uniform"),
+    Workload("gather_rank3_rows_f32",          "gather",           "float32", "int32", (32768, 16, 8),   (32768,),        0, "none", "uniform"),
+    Workload("scatter_add_axis0_rows256_f32",  "scatter_elements", "float32", "int64", (131072, 64),     (131072, 64),    0, "add",  "uniform"),
 ]
 
 # Tiny calls, where the per-call overhead is the time (``--tiny``): the same two cases as
@@ -221,7 +227,7 @@ def main(argv=None):
         "--tiny", action="store_true", help="the per-call overhead: two tiny cases, ns per call"
     )
     parser.add_argument(
-        "--layouts", action="store_true", help="workloads whose indices are laid out transposed"
+        "--extra", action="store_true", help="workloads outside the suite: other layouts and ranks"
     )
     args = parser.parse_args(argv)
     div, rounds = (8, args.rounds or 5) if args.quick else (1, args.rounds or 9)
@@ -229,7 +235,7 @@ def main(argv=None):
     batch, scale, unit = (2000, 1e6, "ns") if args.tiny else (1, 1, "ms")
     if args.tiny:
         rounds = args.rounds or 21
-    suite = TINY if args.tiny else LAYOUTS if args.layouts else WORKLOADS
+    suite = TINY if args.tiny else EXTRA if args.extra else WORKLOADS
 
     torch = None
     if not args.no_torch:
