@@ -7,7 +7,11 @@
 use rayon::prelude::*;
 use scatterjit_ir::DType;
 
+use crate::abi::CACHE_LINE;
 use crate::tensor::TensorView;
+
+/// Bytes of a cache line.
+const LINE: usize = CACHE_LINE as usize;
 
 /// Elements per block: each block is scanned without early exit (so it vectorizes), and
 /// the first block with a bad index is searched again element by element.
@@ -106,8 +110,10 @@ const TILE_COLUMNS: usize = 64;
 /// indices. Where the layout is not row-major (a transposed or permuted index), each tile
 /// of output rows stacked along the dim whose elements lie closest in memory is gathered
 /// column by column, so that the rows' elements sharing a cache line are read together, and
-/// then compacted in one scan. Returns whether every index was in range; when not, `out`
-/// holds garbage and the caller's ordinary check names the first bad one.
+/// then compacted in one scan. Where rows are short, a tile takes whole runs of the output
+/// (every row between two steps of that dim) and writes one slice of it. Returns whether
+/// every index was in range; when not, `out` holds garbage and the caller's ordinary check
+/// names the first bad one.
 pub(crate) fn compact_strided(
     indices: &TensorView<'_>,
     s: usize,
@@ -126,44 +132,82 @@ pub(crate) fn compact_strided(
     if columns == 0 {
         return true;
     }
-    let block = columns.min(TILE_COLUMNS);
-    let blocks = columns.div_ceil(block);
     // The dim the tiles stack rows along: the closest-strided one, if closer than the
     // last dim's own elements. Its step in output rows, its extent and its stride.
     let stack = (0..last)
         .min_by_key(|&d| strides[d].unsigned_abs())
         .filter(|&d| strides[d].unsigned_abs() < strides[last].unsigned_abs());
-    let (row_step, extent, stride) = match stack {
-        Some(d) => (shape[d + 1..last].iter().product(), shape[d], strides[d]),
-        None => (1, 1, 0),
+    let (low_dims, extent, stride) = match stack {
+        Some(d) => (d + 1..last, shape[d], strides[d]),
+        None => (last..last, 1, 0),
     };
-    let tile_rows = (TILE_ROWS * TILE_COLUMNS / block).min(extent);
-    let tiles_along = extent.div_ceil(tile_rows);
+    let row_step: usize = shape[low_dims.clone()].iter().product();
     let rows = out.len() / (columns * width);
-    // Each tile's pieces of the output: a tile of whole rows one step apart is one run of
-    // the output; otherwise row `r`'s block `b` goes to the tile of `r` with its stacked
-    // coordinate divided by `tile_rows`, in increasing `r`.
-    let whole = row_step == 1 && blocks == 1;
-    let pieces: Vec<Vec<&mut [u8]>> = if whole {
-        out.chunks_mut(extent * columns * width)
-            .flat_map(|run| run.chunks_mut(tile_rows * columns * width))
+    // Short rows: a tile is `tile_rows` steps of the stacked dim, each a run of the output
+    // (its rows between two steps), as long as a tile still reads each source cache line
+    // whole. Its columns are the run's elements, at `offsets` from the run's first.
+    let run = row_step * columns;
+    let short = columns <= TILE_COLUMNS && run * (LINE / size).max(1) <= TILE_ROWS * TILE_COLUMNS;
+    let (tile_rows, blocks, block, offsets) = if short {
+        let mut offsets = Vec::with_capacity(run);
+        for low in 0..row_step {
+            let (mut rest, mut at) = (low, 0isize);
+            for d in low_dims.clone().rev() {
+                at += (rest % shape[d]) as isize * strides[d];
+                rest /= shape[d];
+            }
+            offsets.extend((0..columns).map(|j| at + j as isize * strides[last]));
+        }
+        (
+            (TILE_ROWS * TILE_COLUMNS / run).min(extent),
+            1,
+            columns,
+            offsets,
+        )
+    } else {
+        let block = columns.min(TILE_COLUMNS);
+        let offsets = (0..block as isize).map(|j| j * strides[last]).collect();
+        (
+            (TILE_ROWS * TILE_COLUMNS / block).min(extent),
+            columns.div_ceil(block),
+            block,
+            offsets,
+        )
+    };
+    let tiles_along = extent.div_ceil(tile_rows);
+    // Each tile's pieces of the output. Short rows: one piece, `tile_rows` runs. Otherwise
+    // row `r`'s block `b` goes to the tile of `r` with its stacked coordinate divided by
+    // `tile_rows`, in increasing `r`.
+    let pieces: Vec<Vec<&mut [u8]>> = if short {
+        out.chunks_mut(extent * run * width)
+            .flat_map(|steps| steps.chunks_mut(tile_rows * run * width))
             .map(|piece| vec![piece])
             .collect()
     } else {
         let tiles = rows / extent * tiles_along * blocks;
         let mut pieces: Vec<Vec<&mut [u8]>> = (0..tiles).map(|_| Vec::new()).collect();
-        for (r, row) in out.chunks_mut(columns * width).enumerate() {
-            let (high, at, low) = (r / (row_step * extent), r / row_step % extent, r % row_step);
+        let (mut high, mut at, mut low) = (0, 0, 0);
+        for row in out.chunks_mut(columns * width) {
             let tile_row = (high * tiles_along + at / tile_rows) * row_step + low;
             for (b, piece) in row.chunks_mut(block * width).enumerate() {
                 pieces[tile_row * blocks + b].push(piece);
+            }
+            // The next row: `low` fastest, then `at`, then `high`.
+            low += 1;
+            if low == row_step {
+                (low, at) = (0, at + 1);
+                if at == extent {
+                    (at, high) = (0, high + 1);
+                }
             }
         }
         pieces
     };
     let (buffer, first) = (view.buffer(), view.offset() as isize);
-    let run = |(tile, narrow): &mut (Vec<u8>, Vec<u8>), (t, pieces): (usize, Vec<&mut [u8]>)| {
+    let copy = |(tile, narrow): &mut (Vec<u8>, Vec<u8>), (t, pieces): (usize, Vec<&mut [u8]>)| {
         let (tile_row, b) = (t / blocks, t % blocks);
+        // Short rows' tiles hold every `low`: their tile rows count steps of the stack.
+        let row_step = if short { 1 } else { row_step };
         let (high, at, low) = (
             tile_row / (row_step * tiles_along),
             tile_row / row_step % tiles_along,
@@ -171,24 +215,31 @@ pub(crate) fn compact_strided(
         );
         // The tile's first row, and the element offset of its first column.
         let mut r = (high * extent + at * tile_rows) * row_step + low;
+        if short {
+            r *= run / columns;
+        }
         let mut start = first + (b * block) as isize * strides[last];
         for d in (0..last).rev() {
             start += (r % shape[d]) as isize * strides[d];
             r /= shape[d];
         }
-        let n = (columns - b * block).min(block);
-        let rows = match whole {
+        let n = match short {
+            true => run,
+            false => (columns - b * block).min(block),
+        };
+        let rows = match short {
             true => pieces[0].len() / (n * width),
             false => pieces.len(),
         };
-        let (steps, tile) = ((strides[last], stride), &mut tile[..rows * n * size]);
+        let tile = &mut tile[..rows * n * size];
+        let offsets = &offsets[..n];
         match size {
-            1 => gather_tile::<1>(buffer, start, steps, n, tile),
-            2 => gather_tile::<2>(buffer, start, steps, n, tile),
-            4 => gather_tile::<4>(buffer, start, steps, n, tile),
-            _ => gather_tile::<8>(buffer, start, steps, n, tile),
+            1 => gather_tile::<1>(buffer, start, offsets, stride, tile),
+            2 => gather_tile::<2>(buffer, start, offsets, stride, tile),
+            4 => gather_tile::<4>(buffer, start, offsets, stride, tile),
+            _ => gather_tile::<8>(buffer, start, offsets, stride, tile),
         }
-        if whole {
+        if short {
             let [piece] = <[_; 1]>::try_from(pieces).expect("one piece");
             return compact_into(dtype, tile, s, width, piece);
         }
@@ -207,33 +258,34 @@ pub(crate) fn compact_strided(
         pieces
             .into_par_iter()
             .enumerate()
-            .map_init(buffers, run)
+            .map_init(buffers, copy)
             .all(|in_range| in_range)
     } else {
         let mut buffers = buffers();
         pieces
             .into_iter()
             .enumerate()
-            .all(|item| run(&mut buffers, item))
+            .all(|item| copy(&mut buffers, item))
     }
 }
 
-/// Fills `tile`, rows of `columns` elements of `N` bytes, with the elements at
-/// `start + j * steps.0 + i * steps.1` of `buffer` (row `i`, column `j`): column by column,
-/// so that the rows' elements that share a cache line (`steps.1` is the smaller step) are
-/// read together.
+/// Fills `tile`, rows of `offsets.len()` elements of `N` bytes, with the elements at
+/// `start + offsets[j] + i * step` of `buffer` (row `i`, column `j`): column by column, so
+/// that the rows' elements that share a cache line (`step` is the smaller stride) are read
+/// together.
 fn gather_tile<const N: usize>(
     buffer: &[u8],
     start: isize,
-    steps: (isize, isize),
-    columns: usize,
+    offsets: &[isize],
+    step: isize,
     tile: &mut [u8],
 ) {
+    let columns = offsets.len();
     let rows = tile.len() / (columns * N);
-    for j in 0..columns {
-        let column = start + j as isize * steps.0;
+    for (j, &offset) in offsets.iter().enumerate() {
+        let column = start + offset;
         for i in 0..rows {
-            let from = (column + i as isize * steps.1) as usize * N;
+            let from = (column + i as isize * step) as usize * N;
             let to = (i * columns + j) * N;
             let element: [u8; N] = buffer[from..from + N].try_into().expect("N bytes");
             tile[to..to + N].copy_from_slice(&element);
