@@ -89,9 +89,10 @@ impl Compacted<'_> {
 }
 
 impl Kernel {
-    /// The narrower index dtype the indices of this call compact to, if any: GatherElements,
-    /// a ScatterElements other than `mean` (whose scratch is bound from its own index) or a
-    /// Gather, with row-major indices (`dense`, their bytes) wider than it, enough of them
+    /// The narrower index dtype the `count` indices of this call compact to, if any:
+    /// GatherElements, a ScatterElements other than `mean` (whose scratch is bound from its
+    /// own index) or a Gather, with indices wider than it (or as wide, where `reordered`:
+    /// indices that are not row-major, which the copy lays out row-major), enough of them
     /// to be worth a copy (at least two parallel grains), and an axis of `size` it holds.
     ///
     /// A Gather compacts to u16 only. Its apply picks whole rows of data along the axis;
@@ -120,10 +121,10 @@ impl Kernel {
             })
     }
 
-    /// Checks the indices of a call on data of `data_shape` and copies them to a narrower
-    /// type (see [`Self::compact_dtype`]). `Ok(None)` where they do not compact, the copy
-    /// is refused, or they hold a bad index: nothing is written, and the caller's own check
-    /// then names it.
+    /// Checks the indices of a call on data of `data_shape` and copies them, row-major, to a
+    /// narrower type (see [`Self::compact_dtype`]); a broadcast index is left alone.
+    /// `Ok(None)` where they do not compact, the copy is refused, or they hold a bad index:
+    /// nothing is written, and the caller's own check then names it.
     pub(super) fn compact(
         &self,
         data_shape: &[usize],

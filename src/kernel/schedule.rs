@@ -570,6 +570,15 @@ mod tests {
             .collect()
     }
 
+    /// `f()` in a pool of `threads` threads.
+    fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(f)
+    }
+
     /// The parameters and loop order the apply pass of `key` (ScatterElements or
     /// GatherElements, i64 indices) binds for row-major data and indices of these shapes.
     fn bind_apply(key: KernelKey, data: &[usize], indices: &[usize]) -> (Plan, Vec<i64>, Order) {
@@ -618,11 +627,7 @@ mod tests {
             let (key, nest) = (plan.key, plan.pass(PassKind::Apply).unwrap());
             let layout = ParamLayout::of(nest);
             let ds = row_major(data);
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .unwrap();
-            pool.install(|| {
+            on_threads(2, || {
                 assert!(split(&key, nest, &layout, &params, &order).is_none());
                 let out = RawOperand {
                     address: crate::tensor::Address::Read(std::ptr::null()),
@@ -651,11 +656,7 @@ mod tests {
             let (plan, params, order) = bind_apply(key, data, indices);
             let nest = plan.pass(PassKind::Apply).unwrap();
             let layout = ParamLayout::of(nest);
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(2)
-                .build()
-                .unwrap();
-            pool.install(|| split(&key, nest, &layout, &params, &order))
+            on_threads(2, || split(&key, nest, &layout, &params, &order))
                 .map(|s| (s.level, s.chunks, s.align))
         };
         // Rows of 64 i64 indices (512 bytes, the widest access): chunks of two cache lines
@@ -675,11 +676,7 @@ mod tests {
             let (plan, params, _) = bind_apply(key, data, indices);
             let nest = plan.pass(PassKind::Apply).unwrap();
             let layout = ParamLayout::of(nest);
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(1)
-                .build()
-                .unwrap();
-            pool.install(|| tiles(&key, nest, &layout, &params, 8 << 20))
+            on_threads(1, || tiles(&key, nest, &layout, &params, 8 << 20))
                 .map(|s| (s.level, s.chunks))
         };
         let add = |axis: i64, rank: usize| {
@@ -722,10 +719,6 @@ mod tests {
             .unwrap();
         let kernel = Kernel::compile(key).unwrap();
         let indices = crate::TensorView::new(DType::I64, &shape, &[0, 0, 0], 0, &[]).unwrap();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
-        assert!(pool.install(|| kernel.buckets(&shape, &indices)).is_none());
+        assert!(on_threads(3, || kernel.buckets(&shape, &indices)).is_none());
     }
 }
