@@ -260,11 +260,26 @@ pub(crate) fn half_extremum(
         b.ins().bxor(v, flip)
     };
     let (kx, ky) = (key(b, x), key(b, y));
-    let k = match maximum {
-        true => b.ins().smax(kx, ky),
-        false => b.ins().smin(kx, ky),
+    let picked = match vector {
+        // Lanes: one max (or min) instruction, and the key of the key.
+        true => {
+            let k = match maximum {
+                true => b.ins().smax(kx, ky),
+                false => b.ins().smin(kx, ky),
+            };
+            key(b, k)
+        }
+        // Scalars: the operand whose key wins (equal keys are equal bits), a compare and
+        // a select where the key of the key took three more instructions.
+        false => {
+            let order = match maximum {
+                true => IntCC::SignedGreaterThan,
+                false => IntCC::SignedLessThan,
+            };
+            let y_wins = b.ins().icmp(order, ky, kx);
+            b.ins().select(y_wins, y, x)
+        }
     };
-    let picked = key(b, k);
     let infinity = constant(b, if brain { 0x7f80 } else { 0x7c00 });
     let is_nan = |b: &mut FunctionBuilder, v: Value| {
         let m = b.ins().band(v, magnitude);
