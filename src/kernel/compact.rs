@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use scatterjit_ir::{DType, KernelKey, OpKind, Operand, PassKind};
+use scatterjit_ir::{checked_numel, DType, KernelKey, OpKind, Operand, PassKind};
 
 use super::bind::Operands;
 use super::Kernel;
@@ -133,7 +133,11 @@ impl Kernel {
         let key = &self.plan.key;
         let size = data_shape[key.axis()];
         let dense = indices.dense_bytes();
-        let count = indices.shape().iter().product::<usize>();
+        // None with a zero dim, whatever the others (whose product may overflow); too many
+        // to count only in a broadcast view, which is not copied.
+        let Ok(count) = checked_numel(indices.shape()) else {
+            return Ok(None);
+        };
         // A broadcast index keeps its own paths, which read one element per slice.
         let broadcast = indices
             .shape()
