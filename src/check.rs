@@ -206,18 +206,15 @@ pub(crate) fn compact_strided(
     let (buffer, first) = (view.buffer(), view.offset() as isize);
     let copy = |(tile, narrow): &mut (Vec<u8>, Vec<u8>), (t, pieces): (usize, Vec<&mut [u8]>)| {
         let (tile_row, b) = (t / blocks, t % blocks);
-        // Short rows' tiles hold every `low`: their tile rows count steps of the stack.
-        let row_step = if short { 1 } else { row_step };
+        // Short rows' tiles take every row between two steps of the stack (`low` is 0).
+        let lows = if short { 1 } else { row_step };
         let (high, at, low) = (
-            tile_row / (row_step * tiles_along),
-            tile_row / row_step % tiles_along,
-            tile_row % row_step,
+            tile_row / (lows * tiles_along),
+            tile_row / lows % tiles_along,
+            tile_row % lows,
         );
         // The tile's first row, and the element offset of its first column.
         let mut r = (high * extent + at * tile_rows) * row_step + low;
-        if short {
-            r *= run / columns;
-        }
         let mut start = first + (b * block) as isize * strides[last];
         for d in (0..last).rev() {
             start += (r % shape[d]) as isize * strides[d];

@@ -92,7 +92,11 @@ pub(super) fn bind(
     let mut loop_strides = [[0i64; MAX_DEPTH]; MAX_ACCESSES];
     for (n, &d) in order.iter().enumerate() {
         loop_dims[n] = dims[d];
-        for (a, row) in loop_strides.iter_mut().enumerate() {
+        for (a, row) in loop_strides
+            .iter_mut()
+            .take(layout.accesses.len())
+            .enumerate()
+        {
             row[n] = strides[a][d];
         }
     }

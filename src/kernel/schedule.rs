@@ -72,8 +72,8 @@ impl Split {
 /// Bytes of a cache line (see [`abi::CACHE_LINE`]).
 const LINE: usize = abi::CACHE_LINE as usize;
 
-/// A split of the innermost loop where each row is picked whole (its index stays put along
-/// it) gives each chunk at least this many bytes of its widest access: a page, the span the
+/// A split of the innermost loop whose elements do not pick one by one (its index, if any,
+/// stays put along it: a row picked whole) gives each chunk at least this many bytes of its widest access: a page, the span the
 /// hardware's stream prefetcher works in, so that no thread's prefetches pull in lines
 /// another thread reads. Narrower rows (the expanded GNN scatters' 256 bytes) run whole:
 /// with their picks prefetched, the two threads' halves of each row took 1.5-1.7x one
@@ -132,14 +132,13 @@ fn split(
             .max()
             .unwrap_or(1)
             .max(1);
-        let whole_rows = layout
+        let picks_elements = layout
             .accesses
             .iter()
-            .any(|a| a.operand == Operand::Indices && params[a.strides_at + level] == 0);
-        let least = if whole_rows {
-            MIN_ROW_CHUNK
-        } else {
-            MIN_PICKS_CHUNK
+            .any(|a| a.operand == Operand::Indices && params[a.strides_at + level] != 0);
+        let least = match picks_elements {
+            true => MIN_PICKS_CHUNK,
+            false => MIN_ROW_CHUNK,
         };
         chunks = chunks.min(dims[level] as usize * widest / least);
         if widest.is_power_of_two() && widest <= LINE {
