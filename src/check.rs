@@ -9,6 +9,7 @@ use scatterjit_ir::DType;
 
 use crate::abi::CACHE_LINE;
 use crate::tensor::TensorView;
+use crate::threads;
 
 /// Bytes of a cache line.
 const LINE: usize = CACHE_LINE as usize;
@@ -19,6 +20,11 @@ const BLOCK: usize = 4096;
 
 /// Below this many indices the scan stays on the calling thread.
 const PARALLEL_FROM: usize = 1 << 17;
+
+/// Whether a scan of `indices` indices splits over the pool.
+fn parallel(indices: usize) -> bool {
+    indices >= PARALLEL_FROM && threads::available() > 1
+}
 
 /// The flat position of the first index in `bytes` (row-major, of `dtype`) that is not in
 /// `[-s, s)` (signed types) or `[0, s)` (unsigned types).
@@ -61,7 +67,7 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
                     block.chunks_exact(SIZE).any(bad)
                 }
             };
-            let first_block = if bytes.len() / SIZE >= PARALLEL_FROM {
+            let first_block = if parallel(bytes.len() / SIZE) {
                 bytes.par_chunks(BLOCK * SIZE).position_first(block_bad)
             } else {
                 bytes.chunks(BLOCK * SIZE).position(block_bad)
@@ -251,7 +257,7 @@ pub(crate) fn compact_strided(
         let elements = TILE_ROWS * TILE_COLUMNS;
         (vec![0u8; elements * size], vec![0u8; elements * width])
     };
-    if rows * columns >= PARALLEL_FROM {
+    if parallel(rows * columns) {
         pieces
             .into_par_iter()
             .enumerate()
@@ -322,7 +328,7 @@ fn compact_as<const W: usize>(dtype: DType, bytes: &[u8], s: usize, out: &mut [u
             };
             let block_ok =
                 |(from, to): (&[u8], &mut [u8])| widest(|| scan(from, to)) >> 63 == 0;
-            if bytes.len() / SIZE >= PARALLEL_FROM {
+            if parallel(bytes.len() / SIZE) {
                 bytes
                     .par_chunks(BLOCK * SIZE)
                     .zip(out.par_chunks_mut(BLOCK * W))

@@ -22,6 +22,7 @@ use scatterjit_ir::DType;
 
 use crate::check;
 use crate::tensor::TensorView;
+use crate::threads;
 
 /// Slices listed by destination bucket.
 pub(crate) struct Buckets {
@@ -100,25 +101,33 @@ pub(crate) fn sort<'a>(
     let buckets = size.div_ceil(width);
 
     // Pass 1: each chunk of slices finds its slices' buckets and counts them.
-    let chunks = (rayon::current_num_threads() * 4).min(slices);
+    let parallel = threads::available();
+    let chunks = (parallel * 4).min(slices);
     let chunk_len = slices.div_ceil(chunks);
     let mut bucket_of = vec![0u32; slices];
-    let counts: Option<Vec<Vec<usize>>> = bucket_of
-        .par_chunks_mut(chunk_len)
-        .enumerate()
-        .map(|(c, ids)| {
-            let mut counts = vec![0usize; buckets];
-            let first = c * chunk_len;
-            for (i, id) in ids.iter_mut().enumerate() {
-                let k = slice_index(&layout, indices.dtype(), first + i, size)?;
-                let b = (k >> shift) as u32;
-                *id = b;
-                counts[b as usize] += 1;
-            }
-            Some(counts)
-        })
-        .collect();
-    let counts = counts?;
+    let count = |(c, ids): (usize, &mut [u32])| {
+        let mut counts = vec![0usize; buckets];
+        let first = c * chunk_len;
+        for (i, id) in ids.iter_mut().enumerate() {
+            let k = slice_index(&layout, indices.dtype(), first + i, size)?;
+            let b = (k >> shift) as u32;
+            *id = b;
+            counts[b as usize] += 1;
+        }
+        Some(counts)
+    };
+    let counts: Vec<Vec<usize>> = match parallel > 1 {
+        true => bucket_of
+            .par_chunks_mut(chunk_len)
+            .enumerate()
+            .map(count)
+            .collect::<Option<_>>()?,
+        false => bucket_of
+            .chunks_mut(chunk_len)
+            .enumerate()
+            .map(count)
+            .collect::<Option<_>>()?,
+    };
 
     // Where each chunk's slices of each bucket start: buckets in order, and within a
     // bucket, chunks in order (stable).
@@ -136,17 +145,25 @@ pub(crate) fn sort<'a>(
 
     // Pass 2: each chunk writes its slices' coordinates into their buckets, in order.
     let rows: Vec<AtomicI64> = (0..slices).map(|_| AtomicI64::new(0)).collect();
-    bucket_of
-        .par_chunks(chunk_len)
-        .zip(next.par_iter_mut())
-        .enumerate()
-        .for_each(|(c, (ids, next))| {
-            for (i, &b) in ids.iter().enumerate() {
-                let slot = &mut next[b as usize];
-                rows[*slot].store((c * chunk_len + i) as i64, Ordering::Relaxed);
-                *slot += 1;
-            }
-        });
+    let place = |(c, (ids, next)): (usize, (&[u32], &mut Vec<usize>))| {
+        for (i, &b) in ids.iter().enumerate() {
+            let slot = &mut next[b as usize];
+            rows[*slot].store((c * chunk_len + i) as i64, Ordering::Relaxed);
+            *slot += 1;
+        }
+    };
+    match parallel > 1 {
+        true => bucket_of
+            .par_chunks(chunk_len)
+            .zip(next.par_iter_mut())
+            .enumerate()
+            .for_each(place),
+        false => bucket_of
+            .chunks(chunk_len)
+            .zip(next.iter_mut())
+            .enumerate()
+            .for_each(place),
+    }
     Some(Buckets {
         rows,
         starts,

@@ -33,6 +33,7 @@ mod once;
 mod partials;
 mod strings;
 mod tensor;
+mod threads;
 
 pub use alloc::{limits, set_limits, with_limits, Limits};
 pub use api::{explain, gather, gather_elements, run, scatter_, scatter_elements};
@@ -48,3 +49,4 @@ pub use kernel::{
 pub use scatterjit_ir as ir;
 pub use scatterjit_ir::{DType, KernelKey, Op, OpKind, Reduction, Tensor};
 pub use tensor::{overlaps, TensorView, TensorViewMut};
+pub use threads::serial;

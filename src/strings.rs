@@ -82,12 +82,16 @@ fn via_handles<H: Element + TryFrom<usize> + Into<u64>>(
         .map(|u| handles::<H>(u.shape(), strings.data.len()))
         .transpose()?;
     let out = crate::api::run(op, &data_handles, indices, update_handles.as_ref())?;
-    let values: Vec<String> = out
-        .to_vec::<H>()?
-        .par_iter()
-        .with_min_len(PARALLEL_MIN)
-        .map(|&h| strings.get(h.into()).clone())
-        .collect();
+    let handles = out.to_vec::<H>()?;
+    let value = |&h: &H| strings.get(h.into()).clone();
+    let values: Vec<String> = match crate::threads::available() > 1 {
+        true => handles
+            .par_iter()
+            .with_min_len(PARALLEL_MIN)
+            .map(value)
+            .collect(),
+        false => handles.iter().map(value).collect(),
+    };
     Ok(Tensor::from_strings(out.shape(), values)?)
 }
 

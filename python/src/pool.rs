@@ -14,29 +14,39 @@ fn current() -> Option<Arc<ThreadPool>> {
 }
 
 /// Calls whose passes cover fewer elements than this run on the calling thread with the
-/// GIL held. Handing a call to the pool's thread and back costs a wake-up each way (tiny
-/// calls took 15 to 40 us that way against 1.1 to 1.7 us inline, `python -m
-/// scatterjit.bench --tiny`), more than the work of a few thousand elements; and the
-/// library splits no pass this small (it splits from twice its parallel grain), so the
-/// pool would run it on one thread anyway.
+/// GIL held: releasing and taking it back costs more than their work.
 const INLINE_BELOW: usize = 4096;
 
-/// The elements a call's passes cover, for [`compute`]: the result's (or, in place, none)
-/// plus the indices'.
+/// Calls whose largest pass covers fewer elements than this, and every call when the
+/// pool has one thread, run on the calling thread without the GIL, splitting over no pool
+/// ([`scatterjit::serial`]); larger ones are handed whole to the pool. The hand-off costs
+/// a wake-up each way, 7 to 20 us on the 2-vCPU machine of BENCHMARKS.md, which a call
+/// repays only once its passes split well: at 2 threads, GatherElements along rows of 64
+/// took 20-40 us through the pool and 22 us here at 2^16 elements, 30-45 us and 46 us at
+/// 2^17, 55 us and 93 us at 2^18. Steps handed to the pool one by one from this thread
+/// were slower than either (its spinning threads compete with this one for the cores).
+const POOL_FROM: usize = 1 << 17;
+
+/// The elements of a call's largest pass, for [`compute`]: the result's (or, in place,
+/// none) or the indices'.
 pub(crate) fn work(out: Option<&[usize]>, indices: &[usize]) -> usize {
     let numel = |shape: &[usize]| shape.iter().fold(1usize, |n, &d| n.saturating_mul(d));
-    out.map_or(0, numel).saturating_add(numel(indices))
+    out.map_or(0, numel).max(numel(indices))
 }
 
-/// Runs `f` without the GIL, on the pool set by `set_num_threads`, so that other Python
-/// threads run meanwhile; a call of less than [`INLINE_BELOW`] elements of `work` runs
-/// right here instead.
+/// Runs `f` without the GIL, so that other Python threads run meanwhile: on the pool set
+/// by `set_num_threads` from [`POOL_FROM`] elements of `work` where it has more than one
+/// thread, on this thread otherwise (below [`INLINE_BELOW`], with the GIL held).
 pub(crate) fn compute<T: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> T + Send) -> T {
     if work < INLINE_BELOW {
-        return f();
+        return scatterjit::serial(f);
     }
     let pool = current();
+    let threads = pool
+        .as_ref()
+        .map_or_else(rayon::current_num_threads, |p| p.current_num_threads());
     py.detach(move || match pool {
+        _ if threads < 2 || work < POOL_FROM => scatterjit::serial(f),
         Some(pool) => pool.install(f),
         None => f(),
     })

@@ -69,9 +69,8 @@ impl Kernel {
         let data_row = |r| row_start(r, data.offset(), &strides[..axis]);
         let picks_bytes = count * size;
         let grain = parallel_grain().max(1) as usize;
-        let parallel = rayon::current_num_threads() > 1
-            && rows >= 2
-            && rows.saturating_mul(count) >= 2 * grain;
+        let parallel =
+            crate::threads::available() > 1 && rows >= 2 && rows.saturating_mul(count) >= 2 * grain;
         let row = |buffer: &mut Vec<u8>, r: usize, to: Row<'_>| {
             move_row(size, data_bytes, data_row(r), &order, buffer, to);
         };

@@ -156,7 +156,7 @@ impl Kernel {
     /// row-major, the compiled copy pass otherwise.
     fn copy(&self, out: &mut TensorViewMut<'_>, data: &TensorView<'_>) -> Result<()> {
         if let (Some(from), Some(to)) = (data.dense_bytes(), out.dense_bytes_mut()) {
-            if to.len() >= 2 * COPY_CHUNK && rayon::current_num_threads() > 1 {
+            if to.len() >= 2 * COPY_CHUNK && crate::threads::available() > 1 {
                 to.par_chunks_mut(COPY_CHUNK)
                     .zip(from.par_chunks(COPY_CHUNK))
                     .for_each(|(to, from)| to.copy_from_slice(from));

@@ -459,7 +459,7 @@ impl Binding {
             .into_iter()
             .flatten()
             .all(|input| !tensor::overlaps(span.clone(), input.as_ptr_range()));
-        let serial = self.small == Some(parallel_grain()) || rayon::current_num_threads() < 2;
+        let serial = self.small == Some(parallel_grain()) || crate::threads::available() < 2;
         if !(fits && disjoint && serial && !self.steps.is_empty()) {
             return None;
         }

@@ -5,8 +5,6 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use rayon::prelude::*;
-
 use scatterjit_ir::{checked_numel, Combine, KernelKey, LoopNest, OpKind, Operand, PassKind};
 
 use super::bind::{bind, variant_of, Operands};
@@ -18,6 +16,7 @@ use crate::engine::{self, Buckets};
 use crate::jit;
 use crate::partials;
 use crate::tensor::{self, RawOperand, TensorView};
+use crate::threads;
 
 /// Domains with fewer elements than twice this run on the calling thread: below it, waking
 /// the pool costs more than the work. A chunk has at least this many elements.
@@ -105,7 +104,7 @@ fn split(
     params: &[i64],
     order: &[usize],
 ) -> Option<Split> {
-    let threads = rayon::current_num_threads();
+    let threads = threads::available();
     let grain = PARALLEL_GRAIN.load(Ordering::Relaxed);
     let depth = layout.depth;
     let dims = &params[..depth];
@@ -268,7 +267,7 @@ fn tiles(
     if bands < 2 {
         return None;
     }
-    let threads = rayon::current_num_threads() as i64;
+    let threads = threads::available() as i64;
     let chunks = bands
         .max(threads * CHUNKS_PER_THREAD as i64)
         .min(dims[level]);
@@ -326,7 +325,7 @@ fn partial_split(
     {
         return None;
     }
-    let threads = rayon::current_num_threads() as i64;
+    let threads = threads::available() as i64;
     let grain = PARALLEL_GRAIN.load(Ordering::Relaxed);
     let dims = &params[..layout.depth];
     let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
@@ -382,7 +381,7 @@ impl Kernel {
         /// Slices at least this wide split well along their own loops.
         const WIDE_SLICE: usize = 16 << 10;
         let key = &self.plan.key;
-        let threads = rayon::current_num_threads();
+        let threads = threads::available();
         let grain = PARALLEL_GRAIN.load(Ordering::Relaxed) as usize;
         let shape = indices.shape();
         let axis = key.axis();
@@ -492,28 +491,20 @@ impl Kernel {
                             }
                         })
                         .collect();
-                    let status = (0..split.chunks)
-                        .into_par_iter()
-                        .map(|c| calls[c].run(layout, Some((&split, c))))
-                        .find_first(|status| status.is_err())
-                        .unwrap_or(Ok(()));
+                    let status = threads::try_each(split.chunks, |c| {
+                        calls[c].run(layout, Some((&split, c)))
+                    });
                     drop(calls);
                     partial_outputs.extend(buffers);
                     status
                 }
             },
             Some(split) => {
-                let chunks = split.chunks;
-                let first_bad = (0..chunks)
-                    .into_par_iter()
-                    .map(|c| call.run(layout, Some((&split, c))))
-                    .find_first(|status| status.is_err());
-                match first_bad {
+                match threads::try_each(split.chunks, |c| call.run(layout, Some((&split, c)))) {
                     // Chunks of the check pass may fail out of row-major order: the
                     // sequential rerun names the first bad index.
-                    Some(Err(_)) if pass == PassKind::Check => call.run(layout, None),
-                    Some(status) => status,
-                    None => Ok(()),
+                    Err(_) if pass == PassKind::Check => call.run(layout, None),
+                    status => status,
                 }
             }
         };
@@ -545,11 +536,7 @@ impl Kernel {
             pointers: pointers(ops),
             params,
         };
-        (0..buckets.len())
-            .into_par_iter()
-            .map(|b| call.run_listed(layout, buckets, b))
-            .find_first(|status| status.is_err())
-            .unwrap_or(Ok(()))
+        threads::try_each(buckets.len(), |b| call.run_listed(layout, buckets, b))
             .map_err(|counters| Stop::BadIndex(domain_position(counters, &order)))
     }
 }
