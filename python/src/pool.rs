@@ -19,13 +19,12 @@ const INLINE_BELOW: usize = 4096;
 
 /// Calls whose largest pass covers fewer elements than this, and every call when the
 /// pool has one thread, run on the calling thread without the GIL, splitting over no pool
-/// ([`scatterjit::serial`]); larger ones are handed whole to the pool. The hand-off costs
-/// a wake-up each way, 7 to 20 us on the 2-vCPU machine of BENCHMARKS.md, which a call
-/// repays only once its passes split well: at 2 threads, GatherElements along rows of 64
-/// took 20-40 us through the pool and 22 us here at 2^16 elements, 30-45 us and 46 us at
-/// 2^17, 55 us and 93 us at 2^18. Steps handed to the pool one by one from this thread
-/// were slower than either (its spinning threads compete with this one for the cores).
-const POOL_FROM: usize = 1 << 17;
+/// ([`scatterjit::serial`]); larger ones are handed whole to the pool. It is where the
+/// library starts splitting a pass (twice its parallel grain): the hand-off costs a
+/// wake-up each way, 7 to 20 us on the 2-vCPU machine of BENCHMARKS.md, which only a
+/// split repays. Steps handed to the pool one by one from this thread were slower than
+/// either (the pool's spinning threads compete with this one for the cores).
+const POOL_FROM: usize = 1 << 16;
 
 /// The elements of a call's largest pass, for [`compute`]: the result's (or, in place,
 /// none) or the indices'.

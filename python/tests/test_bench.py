@@ -19,6 +19,14 @@ def test_tiny_mode_times_the_two_tiny_calls(capsys):
         assert f"| {w.name} |" in out
 
 
+def test_mid_mode_times_the_mid_size_calls(capsys):
+    assert bench.main(["--mid", "--quick", "--rounds", "1", "--threads", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "(us)" in out and "✗" not in out
+    for w in bench.MID:
+        assert f"| {w.name} |" in out
+
+
 def test_inputs_follow_the_index_patterns():
     by_name = {w.name: w for w in bench.WORKLOADS}
     data, indices, updates = bench.inputs(by_name["scatter_none_shuffle_f32"], div=8)

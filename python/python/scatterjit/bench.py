@@ -15,7 +15,9 @@ Every workload's result is compared between the two before it is timed. ``--tiny
 two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add of
 [4, 16] into [16, 16]), where the time is the per-call overhead, in ns per call.
 ``--extra`` runs workloads outside the suite instead (transposed indices, rank-3 and
-rank-4 gathers, a scatter along axis 0 with narrow rows).
+rank-4 gathers, a scatter along axis 0 with narrow rows). ``--mid`` runs eight mid-size
+calls (2^12 to 2^18 elements), where waking a thread pool costs as much as the work, in
+us per call.
 """
 
 import argparse
@@ -84,6 +86,19 @@ EXTRA = [
 TINY = [
     Workload("gather_rows_tiny_f32",          "gather",           "float32", "int64", (1000, 64),   (8,),          0, "none", "uniform"),
     Workload("scatter_add_tiny_f32",          "scatter_elements", "float32", "int64", (16, 16),     (4, 16),       0, "add",  "uniform"),
+]
+
+# Mid-size calls (``--mid``): tens of microseconds of work, about what a hand-off to a
+# pool thread and back costs.
+MID = [
+    Workload("gather_mid_rank4_i16",          "gather",           "int16",   "int64", (128, 32, 32, 8), (8,),         1, "none", "uniform"),
+    Workload("gather_mid_rows64b_f32",        "gather",           "float32", "int64", (65536, 16),  (16384,),      0, "none", "uniform"),
+    Workload("gather_mid_rows1k_f32",         "gather",           "float32", "int64", (4096, 256),  (4096,),       0, "none", "uniform"),
+    Workload("gather_mid_rows4k_f32",         "gather",           "float32", "int64", (512, 1024),  (128,),        0, "none", "uniform"),
+    Workload("gather_elements_mid_f32",       "gather_elements",  "float32", "int64", (256, 256),   (256, 256),    1, "none", "uniform"),
+    Workload("gather_elements_mid_axis0_f32", "gather_elements",  "float32", "int64", (1024, 64),   (1024, 64),    0, "none", "uniform"),
+    Workload("scatter_add_mid_f32",           "scatter_elements", "float32", "int64", (256, 256),   (256, 256),    1, "add",  "uniform"),
+    Workload("scatter_max_mid_axis0_f32",     "scatter_elements", "float32", "int64", (512, 128),   (512, 128),    0, "max",  "uniform"),
 ]
 # fmt: on
 
@@ -223,19 +238,26 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both systems")
     parser.add_argument("--rounds", type=int, default=None, help="timed calls per system and mode")
     parser.add_argument("--no-torch", action="store_true", help="time scatterjit alone")
-    parser.add_argument(
+    sets = parser.add_mutually_exclusive_group()
+    sets.add_argument(
         "--tiny", action="store_true", help="the per-call overhead: two tiny cases, ns per call"
     )
-    parser.add_argument(
+    sets.add_argument(
+        "--mid", action="store_true", help="mid-size calls, where waking a pool costs most: us per call"
+    )
+    sets.add_argument(
         "--extra", action="store_true", help="workloads outside the suite: other layouts and ranks"
     )
     args = parser.parse_args(argv)
     div, rounds = (8, args.rounds or 5) if args.quick else (1, args.rounds or 9)
-    # Tiny calls: 21 rounds of 2,000 calls each; times in ns instead of ms.
-    batch, scale, unit = (2000, 1e6, "ns") if args.tiny else (1, 1, "ms")
+    # Tiny calls: 21 rounds of 2,000 calls each, in ns; mid-size ones: 21 rounds of 20, in
+    # us; the others in ms.
+    batch, scale, unit = (1, 1, "ms")
     if args.tiny:
-        rounds = args.rounds or 21
-    suite = TINY if args.tiny else EXTRA if args.extra else WORKLOADS
+        batch, scale, unit, rounds = 2000, 1e6, "ns", args.rounds or 21
+    if args.mid:
+        batch, scale, unit, rounds = 20, 1e3, "us", args.rounds or 21
+    suite = TINY if args.tiny else MID if args.mid else EXTRA if args.extra else WORKLOADS
 
     torch = None
     if not args.no_torch:
