@@ -101,8 +101,8 @@ pub(crate) fn sort<'a>(
     let buckets = size.div_ceil(width);
 
     // Pass 1: each chunk of slices finds its slices' buckets and counts them.
-    let parallel = threads::available();
-    let chunks = (parallel * 4).min(slices);
+    let available = threads::available();
+    let chunks = (available * 4).min(slices);
     let chunk_len = slices.div_ceil(chunks);
     let mut bucket_of = vec![0u32; slices];
     let count = |(c, ids): (usize, &mut [u32])| {
@@ -116,7 +116,7 @@ pub(crate) fn sort<'a>(
         }
         Some(counts)
     };
-    let counts: Vec<Vec<usize>> = match parallel > 1 {
+    let counts: Vec<Vec<usize>> = match available > 1 {
         true => bucket_of
             .par_chunks_mut(chunk_len)
             .enumerate()
@@ -152,7 +152,7 @@ pub(crate) fn sort<'a>(
             *slot += 1;
         }
     };
-    match parallel > 1 {
+    match available > 1 {
         true => bucket_of
             .par_chunks(chunk_len)
             .zip(next.par_iter_mut())
