@@ -128,14 +128,15 @@ pub(super) fn bind(
 /// every tensor lays out row-major): the inner loop then walks both, and the merged loop,
 /// left with one step and no stride, moves outermost, so that the loop just outside the
 /// row is still the next one that steps. A rank-4 Gather of [64, 4096, 2, 8] f16 along
-/// axis 0 then copies rows of 65536 elements, not of 8. The check pass keeps its loops:
-/// a bad index's position is read from its loop counters.
+/// axis 0 then copies rows of 65536 elements, not of 8. Any other loop of one step moves
+/// outermost too, so that no loop that steps runs a one-step loop inside it per step (a
+/// Gather of one pick along the last axis walked its rows one element at a time). The
+/// check pass keeps its loops: a bad index's position is read from its loop counters.
 fn coalesce(dims: &mut [i64], strides: &mut [[i64; MAX_DEPTH]], order: &mut Order) {
     let depth = dims.len();
     let Some(mut inner) = depth.checked_sub(1) else {
         return;
     };
-    let mut merged = [false; MAX_DEPTH];
     for n in (0..inner).rev() {
         if dims[n] == 1 {
             continue;
@@ -150,19 +151,20 @@ fn coalesce(dims: &mut [i64], strides: &mut [[i64; MAX_DEPTH]], order: &mut Orde
                 for s in strides.iter_mut() {
                     s[n] = 0;
                 }
-                merged[n] = true;
             }
             None => inner = n,
         }
     }
-    if !merged.contains(&true) {
+    // Loops of one step, merged or not, first; then the others, each in their order (on
+    // the stack: tiny calls bind too).
+    let still = |n: usize| dims[n] == 1;
+    let steps_from = (0..depth).position(|n| !still(n)).unwrap_or(depth);
+    if !(steps_from..depth).any(still) {
         return;
     }
-    // Merged loops first, then the others, each in their order (on the stack: tiny calls
-    // bind too).
     let mut sequence = [0usize; MAX_DEPTH];
-    let firsts = (0..depth).filter(|&n| merged[n]);
-    for (to, from) in firsts.chain((0..depth).filter(|&n| !merged[n])).enumerate() {
+    let firsts = (0..depth).filter(|&n| still(n));
+    for (to, from) in firsts.chain((0..depth).filter(|&n| !still(n))).enumerate() {
         sequence[to] = from;
     }
     let sequence = &sequence[..depth];
@@ -334,7 +336,7 @@ mod tests {
 
     /// Loops merge into the nearest unmerged loop inside them only where every access
     /// steps over that loop's whole extent; merged loops move outermost with no stride,
-    /// and the order follows.
+    /// other loops of one step too, and the order follows.
     #[test]
     fn contiguous_trailing_loops_merge_into_one_row() {
         let merge = |dims: &[i64], strides: &[&[i64]]| {
@@ -361,10 +363,22 @@ mod tests {
         assert_eq!(dims, [1, 1, 16, 65536]);
         assert_eq!(strides, [[0, 0, 0, 1], [0, 0, 1, 0], [0, 0, 65536, 1]]);
         assert_eq!(order, [1, 2, 0, 3]);
-        // A padded dim stops the chain; a size-1 dim does not; a stride-0 access merges
-        // only where it is still along both loops.
+        // A padded dim stops the chain; a size-1 dim does not, and moves out; a stride-0
+        // access merges only where it is still along both loops.
         let (dims, _, order) = merge(&[3, 1, 4, 5], &[&[24, 99, 5, 1], &[0, 0, 0, 0]]);
-        assert_eq!((dims, order), (vec![1, 3, 1, 20], vec![2, 0, 1, 3]));
+        assert_eq!((dims, order), (vec![1, 1, 3, 20], vec![1, 2, 0, 3]));
+        // A Gather of one pick along the last axis of [256, 64, 16, 4]: the rows merge,
+        // and the one-step pick loop moves out, leaving the rows innermost (output, data,
+        // index).
+        let (dims, strides, order) = merge(
+            &[256, 64, 16, 1],
+            &[&[1024, 16, 1, 1], &[4096, 64, 4, 0], &[0, 0, 0, 1]],
+        );
+        assert_eq!((dims, order), (vec![1, 1, 1, 262144], vec![0, 1, 3, 2]));
+        assert_eq!(strides.iter().map(|s| s[3]).collect::<Vec<_>>(), [1, 4, 0]);
+        // One-step loops already outermost: nothing moves.
+        let (dims, _, order) = merge(&[1, 4, 5], &[&[7, 1, 4]]);
+        assert_eq!((dims, order), (vec![1, 4, 5], vec![0, 1, 2]));
         let (dims, _, _) = merge(&[3, 4, 5], &[&[21, 5, 1]]);
         assert_eq!(dims, [1, 3, 20]);
         let (dims, _, _) = merge(&[4, 5], &[&[5, 1], &[1, 0]]);
