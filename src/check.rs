@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use scatterjit_ir::DType;
 
 use crate::abi::CACHE_LINE;
-use crate::tensor::TensorView;
+use crate::tensor::{offset_of, TensorView};
 use crate::threads;
 
 /// Bytes of a cache line.
@@ -156,12 +156,9 @@ pub(crate) fn compact_strided(
     let short = columns <= TILE_COLUMNS && run * (LINE / size).max(1) <= TILE_ROWS * TILE_COLUMNS;
     let (tile_rows, blocks, block, offsets) = if short {
         let mut offsets = Vec::with_capacity(run);
+        let (low_shape, low_strides) = (&shape[low_dims.clone()], &strides[low_dims.clone()]);
         for low in 0..row_step {
-            let (mut rest, mut at) = (low, 0isize);
-            for d in low_dims.clone().rev() {
-                at += (rest % shape[d]) as isize * strides[d];
-                rest /= shape[d];
-            }
+            let at = offset_of(low, low_shape, low_strides);
             offsets.extend((0..columns).map(|j| at + j as isize * strides[last]));
         }
         (
@@ -220,12 +217,10 @@ pub(crate) fn compact_strided(
             tile_row % lows,
         );
         // The tile's first row, and the element offset of its first column.
-        let mut r = (high * extent + at * tile_rows) * row_step + low;
-        let mut start = first + (b * block) as isize * strides[last];
-        for d in (0..last).rev() {
-            start += (r % shape[d]) as isize * strides[d];
-            r /= shape[d];
-        }
+        let r = (high * extent + at * tile_rows) * row_step + low;
+        let start = first
+            + (b * block) as isize * strides[last]
+            + offset_of(r, &shape[..last], &strides[..last]);
         let n = match short {
             true => run,
             false => (columns - b * block).min(block),
@@ -627,11 +622,7 @@ mod tests {
             // The row-major reading, normalized.
             let mut want = Vec::with_capacity(2 * count);
             for flat in 0..count {
-                let (mut rest, mut at) = (flat, offset as isize);
-                for d in (0..rank).rev() {
-                    at += (rest % shape[d]) as isize * strides[d];
-                    rest /= shape[d];
-                }
+                let at = offset as isize + offset_of(flat, &shape, &strides);
                 let k = values[at as usize];
                 want.extend_from_slice(&(k.rem_euclid(s as i64) as u16).to_le_bytes());
             }
@@ -644,11 +635,7 @@ mod tests {
             // One bad index, at a random position, fails the copy.
             let mut bad = values.clone();
             let flat = next(count);
-            let (mut rest, mut at) = (flat, offset as isize);
-            for d in (0..rank).rev() {
-                at += (rest % shape[d]) as isize * strides[d];
-                rest /= shape[d];
-            }
+            let at = offset as isize + offset_of(flat, &shape, &strides);
             bad[at as usize] = [s as i64, -(s as i64) - 1][next(2)];
             let bytes = bytes_i64(&bad);
             let view = TensorView::new(DType::I64, &shape, &strides, offset, &bytes).unwrap();

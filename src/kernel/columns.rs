@@ -12,12 +12,12 @@
 //! the ordinary path, which names it.
 
 use rayon::prelude::*;
-use scatterjit_ir::{checked_numel, match_integer, unravel, OpKind};
+use scatterjit_ir::{checked_numel, match_integer, OpKind};
 
 use super::schedule::parallel_grain;
 use super::Kernel;
 use crate::error::Result;
-use crate::tensor::{for_each_offset, TensorView, TensorViewMut};
+use crate::tensor::{for_each_offset, offset_of, TensorView, TensorViewMut};
 
 /// Rows of data narrower than this stay in the cache lines their first picks bring in.
 const MIN_ROW_BYTES: usize = 4096;
@@ -61,9 +61,7 @@ impl Kernel {
         };
         // Where row `r` starts, in elements from the start of data's and out's buffers.
         let row_start = |r: usize, offset: usize, strides: &[isize]| {
-            let outer = unravel(r, &shape[..axis]);
-            let at = outer.iter().zip(strides).map(|(&p, &st)| p as isize * st);
-            offset as isize + at.sum::<isize>()
+            offset as isize + offset_of(r, &shape[..axis], strides)
         };
         let data_bytes = data.buffer();
         let data_row = |r| row_start(r, data.offset(), &strides[..axis]);

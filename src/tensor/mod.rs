@@ -19,4 +19,4 @@ pub use raw::overlaps;
 pub(crate) use raw::{Address, RawOperand};
 pub(crate) use unbuffered::Unbuffered;
 pub use view::{TensorView, TensorViewMut};
-pub(crate) use walk::for_each_offset;
+pub(crate) use walk::{for_each_offset, offset_of};

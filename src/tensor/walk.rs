@@ -1,5 +1,16 @@
 //! Walking the positions of a strided shape.
 
+/// The element offset under `strides` of the `flat`th position of `shape` in row-major
+/// order (`flat` below the product of `shape`).
+pub(crate) fn offset_of(mut flat: usize, shape: &[usize], strides: &[isize]) -> isize {
+    let mut at = 0isize;
+    for (&d, &stride) in shape.iter().zip(strides).rev() {
+        at += (flat % d) as isize * stride;
+        flat /= d;
+    }
+    at
+}
+
 /// Calls `f` with the element offset of every position of `shape`, in row-major order.
 pub(crate) fn for_each_offset(shape: &[usize], strides: &[isize], mut f: impl FnMut(isize)) {
     if shape.contains(&0) {
@@ -44,5 +55,15 @@ mod tests {
         let mut seen = Vec::new();
         for_each_offset(&[2, 1], &[1, isize::MAX], |o| seen.push(o));
         assert_eq!(seen, [0, 1]);
+    }
+
+    #[test]
+    fn offset_of_a_position_is_the_walks() {
+        let (shape, strides) = ([3, 1, 4], [-5, 99, 2]);
+        let mut seen = Vec::new();
+        for_each_offset(&shape, &strides, |o| seen.push(o));
+        let direct: Vec<isize> = (0..12).map(|f| offset_of(f, &shape, &strides)).collect();
+        assert_eq!(direct, seen);
+        assert_eq!(offset_of(0, &[], &[]), 0);
     }
 }
