@@ -72,11 +72,11 @@ impl Split {
 const LINE: usize = abi::CACHE_LINE as usize;
 
 /// A split of the innermost loop whose elements do not pick one by one (its index, if any,
-/// stays put along it: a row picked whole) gives each chunk at least this many bytes of its widest access: a page, the span the
-/// hardware's stream prefetcher works in, so that no thread's prefetches pull in lines
-/// another thread reads. Narrower rows (the expanded GNN scatters' 256 bytes) run whole:
-/// with their picks prefetched, the two threads' halves of each row took 1.5-1.7x one
-/// thread's time (BENCHMARKS.md).
+/// stays put along it: a row picked whole) gives each chunk at least this many bytes of
+/// its widest access: a page, the span the hardware's stream prefetcher works in, so that
+/// no thread's prefetches pull in lines another thread reads. Narrower rows (the expanded
+/// GNN scatters' 256 bytes) run whole: with their picks prefetched, the two threads'
+/// halves of each row took 1.5-1.7x one thread's time (BENCHMARKS.md).
 const MIN_ROW_CHUNK: usize = 4096;
 
 /// A split of the innermost loop whose elements pick one by one gives each chunk at least
