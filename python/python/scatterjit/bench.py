@@ -16,7 +16,7 @@ two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add 
 [4, 16] into [16, 16]), where the time is the per-call overhead, in ns per call.
 ``--extra`` runs workloads outside the suite instead (transposed indices, rank-3 and
 rank-4 gathers, a scatter along axis 0 with narrow rows). ``--mid`` runs eight mid-size
-calls (2^12 to 2^18 elements), where waking a thread pool costs as much as the work, in
+calls (2^16 to 2^20 elements), where waking a thread pool costs as much as the work, in
 us per call.
 """
 
