@@ -137,31 +137,11 @@ impl Kernel {
         out_strides: &[isize],
     ) -> Option<Order> {
         let count = checked_numel(indices.shape()).ok()?;
-        let mut reads = Vec::new();
-        reads.try_reserve_exact(count).ok()?;
-        let mut bad = false;
-        match_integer!(
-            indices.dtype(),
-            T => for_each_offset(indices.shape(), indices.strides(), |at| {
-                let raw = T::from_le_bytes(
-                    indices.element_bytes(at).try_into().expect("one index"),
-                );
-                // Every index type widens to i128 exactly.
-                #[allow(clippy::unnecessary_cast)]
-                let k = raw as i128;
-                let k = if k < 0 { k + s as i128 } else { k };
-                if (0..s as i128).contains(&k) {
-                    // A position of the view: the product fits.
-                    reads.push(k as isize * step);
-                } else {
-                    bad = true;
-                }
-            }),
-            _ => unreachable!("validation admits only integer index dtypes"),
-        );
-        if bad {
-            return None;
-        }
+        // A position of the view: each product fits.
+        let reads: Vec<isize> = normalized_picks(indices, s)?
+            .into_iter()
+            .map(|k| k as isize * step)
+            .collect();
         // The output's dims after the outer ones are the index's, walked in the same order.
         let mut writes = Vec::with_capacity(count);
         for_each_offset(indices.shape(), out_strides, |at| writes.push(at));
@@ -177,6 +157,32 @@ impl Kernel {
             writes,
         })
     }
+}
+
+/// The positions along an axis of `s` elements that `indices` pick, in row-major order,
+/// each normalized (a negative index counts from the end); `None` at a bad index, or if
+/// the list is refused memory.
+pub(super) fn normalized_picks(indices: &TensorView<'_>, s: usize) -> Option<Vec<usize>> {
+    let count = checked_numel(indices.shape()).ok()?;
+    let mut picks = Vec::new();
+    picks.try_reserve_exact(count).ok()?;
+    let mut bad = false;
+    match_integer!(
+        indices.dtype(),
+        T => for_each_offset(indices.shape(), indices.strides(), |at| {
+            let raw = T::from_le_bytes(indices.element_bytes(at).try_into().expect("one index"));
+            // Every index type widens to i128 exactly.
+            #[allow(clippy::unnecessary_cast)]
+            let k = raw as i128;
+            let k = if k < 0 { k + s as i128 } else { k };
+            match (0..s as i128).contains(&k) {
+                true => picks.push(k as usize),
+                false => bad = true,
+            }
+        }),
+        _ => unreachable!("validation admits only integer index dtypes"),
+    );
+    (!bad).then_some(picks)
 }
 
 /// Where a row of the output goes.

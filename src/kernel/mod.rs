@@ -5,11 +5,13 @@
 //! the one entry into machine code; [`report`] turns a bad-index exit into the error.
 //! [`mean`] allocates the sums and counts that `mean`'s passes walk; [`compact`] checks
 //! wide indices into a narrow copy the apply reads; [`columns`] runs
-//! Gathers along the last axis of wide rows in sorted order; [`prepared`] binds a
+//! Gathers along the last axis of wide rows in sorted order; [`blocks`] runs Gathers of
+//! narrow rows a block of rows at a time; [`prepared`] binds a
 //! call once and runs it on new buffers; [`memo`] keeps such bindings for the small
 //! geometries a kernel's ordinary calls repeat.
 
 mod bind;
+mod blocks;
 mod call;
 mod columns;
 mod compact;
@@ -76,6 +78,12 @@ pub struct Kernel {
     /// first use. Which one a call takes depends on its axis size, so one kernel may need
     /// both.
     compact: [OnceOk<Box<Kernel>>; compact::NARROW.len()],
+    /// Gather of narrow rows: the rank-2 Gather that runs them in blocks, on tables of each
+    /// of `blocks::TABLES`, at its position there, compiled on first use.
+    blocks: [OnceOk<Box<Kernel>>; blocks::TABLES.len()],
+    /// The elements of the calls that would have run in blocks before that Gather was
+    /// compiled (see [`Kernel::repaid`]).
+    blocks_rent: AtomicU64,
     /// The bindings of the small geometries its calls repeat.
     memo: memo::Memo,
     compile_time: Duration,
@@ -114,6 +122,8 @@ impl Kernel {
             code,
             layouts,
             compact: Default::default(),
+            blocks: Default::default(),
+            blocks_rent: AtomicU64::new(0),
             memo: Default::default(),
             plan,
             rent: Default::default(),
@@ -181,7 +191,7 @@ impl Kernel {
     }
 
     /// Makes this kernel, compiled by a cache, count its compile time and every later
-    /// compile of its calls (and of its compact siblings) into `counter` too.
+    /// compile of its calls (and of its siblings) into `counter` too.
     pub(crate) fn count_compiles_into(&mut self, counter: Arc<AtomicU64>) {
         self.compile_counter = Some(counter);
         self.count_compile(nanos_of(self.compile_time));
@@ -244,10 +254,15 @@ impl Kernel {
     }
 
     /// Wall time its calls have spent compiling so far, in every thread together: the
-    /// passes and variants compiled on first use (see [`Kernel::compile`]), and the
-    /// kernels of the same op that read narrow copies of wide indices.
+    /// passes and variants compiled on first use (see [`Kernel::compile`]), the kernels of
+    /// the same op that read narrow copies of wide indices, and the Gather that runs
+    /// narrow rows in blocks.
     pub fn first_use_compile_time(&self) -> Duration {
-        let siblings = self.compact.iter().filter_map(OnceOk::get);
+        let siblings = self
+            .compact
+            .iter()
+            .chain(&self.blocks)
+            .filter_map(OnceOk::get);
         siblings.fold(
             Duration::from_nanos(self.first_use_nanos.load(Ordering::Relaxed)),
             |sum, sibling| sum + sibling.compile_time + sibling.first_use_compile_time(),

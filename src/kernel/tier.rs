@@ -37,6 +37,12 @@ pub fn set_specialize_after(elements: u64) {
     SPECIALIZE_AFTER_NOW.store(elements, Ordering::Relaxed);
 }
 
+/// The work after which passes compile their specialized variants now (see
+/// [`set_specialize_after`]).
+pub(super) fn specialize_after() -> u64 {
+    SPECIALIZE_AFTER_NOW.load(Ordering::Relaxed)
+}
+
 impl Kernel {
     /// The code a call of `pass` bound for `variant` (its outermost loop `listed` or not)
     /// runs, compiled now if it is the first use: `variant` itself where it is compiled
@@ -71,10 +77,24 @@ impl Kernel {
         }
         match demand {
             Demand::Repeated => true,
-            Demand::Once(elements) => {
-                let before = self.rent[pass.index()].fetch_add(elements, Ordering::Relaxed);
-                before.saturating_add(elements) >= SPECIALIZE_AFTER_NOW.load(Ordering::Relaxed)
-            }
+            Demand::Once(elements) => self.repaid(&self.rent[pass.index()], elements),
+        }
+    }
+
+    /// Adds `elements` of work to `rent` (work run without some code that would have sped
+    /// it up) and says whether the total has repaid compiling that code: whether it reaches
+    /// [`SPECIALIZE_AFTER`] elements (or what [`set_specialize_after`] set).
+    pub(super) fn repaid(&self, rent: &AtomicU64, elements: u64) -> bool {
+        let before = rent.fetch_add(elements, Ordering::Relaxed);
+        before.saturating_add(elements) >= specialize_after()
+    }
+
+    /// Counts every pass's compile as repaid: each pass's next call compiles the variant
+    /// it binds, as a prepared call's would. For kernels whose calls come from another
+    /// kernel's calls, which repaid their compile before making them.
+    pub(super) fn repay_all(&self) {
+        for rent in &self.rent {
+            rent.store(u64::MAX / 2, Ordering::Relaxed);
         }
     }
 
