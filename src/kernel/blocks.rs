@@ -8,10 +8,12 @@
 //! [65536, 4], one thread, 2026-11-27: 200 us in rows, 63-66 us in blocks of 16 to 128
 //! rows; 8 of 8 u8 from [131072, 8]: 740 us, 231-235 us.)
 //!
-//! The table's entries are element offsets from the block's first element, so it is a
-//! u16 index for spans of up to 2^16 elements and a u32 one past that; the sibling kernel
-//! keyed on that type runs the apply pass alone, its check done here. The results are the
-//! ordinary call's: elements move, nothing is computed.
+//! Elements only move, so the blocks move them as units of the widest size (up to 16
+//! bytes) that a pick's contiguous elements, and every step between them, divide into:
+//! a pick of two f32 is one 8-byte unit. The table's entries count units from the block's
+//! first, so it is a u16 index for spans of up to 2^16 units and a u32 one past that;
+//! the sibling kernel keyed on the unit and the table's type runs the apply pass alone,
+//! its check done here. The results are the ordinary call's bit for bit.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,16 +25,33 @@ use super::columns::normalized_picks;
 use super::tier::specialize_after;
 use super::Kernel;
 use crate::error::Result;
+use crate::once::OnceOk;
 use crate::tensor::{for_each_offset, TensorView, TensorViewMut};
 
-/// The index dtypes of a block's table, narrowest first: the sibling kernels at these
-/// positions of `Kernel::blocks`.
-pub(super) const TABLES: [DType; 2] = [DType::U16, DType::U32];
+/// The units blocks move, by size: 1, 2, 4, 8 and 16 bytes.
+const UNITS: [DType; 5] = [
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+    DType::Complex128,
+];
 
-/// Picks along an inner axis move this many bytes each, or more, as vectors in the
-/// ordinary loop nest, which then beats element-wise copies (4 f32 a pick: 397 us in rows,
-/// 478 us in blocks).
+/// The index dtypes of a block's table, narrowest first.
+const TABLES: [DType; 2] = [DType::U16, DType::U32];
+
+/// The rank-2 Gathers that run blocks: per unit of [`UNITS`], per table of [`TABLES`].
+pub(super) type Siblings = [[OnceOk<Box<Kernel>>; TABLES.len()]; UNITS.len()];
+
+/// Picks whose elements are not contiguous and move this many bytes each, or more, move
+/// as vectors in the ordinary loop nest, which then beats element-wise copies (4 f32 a
+/// pick: 397 us in rows, 478 us in blocks).
 const VECTOR_BYTES: usize = 16;
+
+/// Picks of contiguous elements up to this many bytes run in blocks, as units of up to 16
+/// bytes. The ordinary loop nest spends 63 to 73 instructions on a pick of 32 to 128
+/// bytes; blocks 21 on 32 bytes, 42 on 64 (f32) and 83 on 128 (callgrind, one thread).
+const MAX_PICK_BYTES: usize = 64;
 
 /// A block's table holds about this many entries (R rows of `picks` each, at least one
 /// row): enough that a block's setup is a small part of it, few enough to stay in the
@@ -49,18 +68,21 @@ const MAX_ROW: usize = 1 << 12;
 const BLOCKS_FROM: u64 = 1 << 12;
 
 /// A call that runs in blocks: `blocks` blocks of `rows` rows of data (each `row_step`
-/// elements after the last), then one block of `tail_rows`, each output row `picks` long.
+/// units after the last, the first at unit `start` of data's buffer), then one block of
+/// `tail_rows`; in units of `unit`.
 struct Blocks {
-    /// Per position of an output row, its element's offset from its data row's start.
+    unit: DType,
+    /// Per unit of an output row, its offset from its data row's start.
     offsets: Vec<isize>,
+    start: isize,
     row_step: isize,
     rows: usize,
     blocks: usize,
     tail_rows: usize,
 }
 
-/// One block's table: its entries as index bytes, their dtype, the element the entries
-/// count from (relative to the block's first row) and the span they reach.
+/// One block's table: its entries as index bytes, their dtype, the unit the entries count
+/// from (relative to the block's first row's start) and the span they reach.
 struct Table {
     bytes: Vec<u8>,
     dtype: DType,
@@ -110,7 +132,7 @@ impl Kernel {
         let Some(blocks) = self.blocks_of(data, indices) else {
             return Ok(false);
         };
-        let size = self.plan.key.dtype().size();
+        let unit = blocks.unit;
         let dense = out.dense_bytes_mut().expect("row-major, as found above");
         // Every table and view first, so that a refusal leaves the output unwritten.
         let mut runs = Vec::with_capacity(2);
@@ -126,26 +148,25 @@ impl Kernel {
                 return Ok(false);
             };
             let picks = rows * blocks.offsets.len();
-            let start = data.offset() as isize + first_row as isize * blocks.row_step + table.from;
+            let start = blocks.start + first_row as isize * blocks.row_step + table.from;
             let Ok(start) = usize::try_from(start) else {
                 return Ok(false);
             };
             let step = rows as isize * blocks.row_step;
-            let (dtype, buffer) = (data.dtype(), data.buffer());
-            let Ok(view) = TensorView::new(dtype, &[count, table.span], &[step, 1], start, buffer)
-            else {
+            let shape = [count, table.span];
+            let Ok(view) = TensorView::new(unit, &shape, &[step, 1], start, data.buffer()) else {
                 return Ok(false);
             };
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(count * picks * size);
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(count * picks * unit.size());
             rest = tail;
-            let Ok(to) = TensorViewMut::new(dtype, &[count, picks], &[picks as isize, 1], 0, head)
+            let Ok(to) = TensorViewMut::new(unit, &[count, picks], &[picks as isize, 1], 0, head)
             else {
                 return Ok(false);
             };
             runs.push((table, view, to));
         }
         for (table, view, mut to) in runs {
-            let sibling = self.block_sibling(table.dtype)?;
+            let sibling = self.block_sibling(unit, table.dtype)?;
             let entries = table.bytes.len() / table.dtype.size();
             let index = TensorView::contiguous(table.dtype, &[entries], &table.bytes)?;
             let ops = Operands::default()
@@ -188,7 +209,13 @@ impl Kernel {
         let inner = checked_numel(&shape[axis + 1..]).ok()?;
         let rows = checked_numel(&shape[..axis]).ok()?;
         let row_len = checked_numel(index_shape).ok()?.checked_mul(inner)?;
-        let narrow = inner == 1 || inner * size < VECTOR_BYTES;
+        let contiguous =
+            inner == 1 || row_step(&shape[axis + 1..], &strides[axis + 1..]) == Some(1);
+        let pick_bytes = inner.saturating_mul(size);
+        let narrow = match contiguous {
+            true => pick_bytes <= MAX_PICK_BYTES,
+            false => pick_bytes < VECTOR_BYTES,
+        };
         let work = rows.saturating_mul(row_len) as u64;
         let enough = work >= BLOCKS_FROM.min(specialize_after());
         if !narrow || !(1..=MAX_ROW).contains(&row_len) || rows < 2 || !enough {
@@ -202,8 +229,8 @@ impl Kernel {
     fn blocks_of(&self, data: &TensorView<'_>, indices: &TensorView<'_>) -> Option<Blocks> {
         let (shape, strides) = (data.shape(), data.strides());
         let (rows, row_len, row_step) = self.narrow_rows(shape, strides, indices.shape())?;
-        // The sibling compiles once the calls that would run on it repay it.
-        let compiled = self.blocks.iter().any(|s| s.get().is_some());
+        // The siblings compile once the calls that would run on them repay it.
+        let compiled = self.blocks.iter().flatten().any(|s| s.get().is_some());
         if !compiled && !self.repaid(&self.blocks_rent, (rows * row_len) as u64) {
             return None;
         }
@@ -213,33 +240,55 @@ impl Kernel {
         for_each_offset(&shape[axis + 1..], &strides[axis + 1..], |at| {
             within.push(at)
         });
-        let offsets = picks
+        // Bytes of a unit: the widest that a pick's contiguous elements and every step
+        // (between rows, picks, and from the buffer's start) divide into.
+        let size = self.plan.key.dtype().size();
+        let contiguous = within.iter().zip(0..).all(|(&at, i)| at == i);
+        let run = if contiguous {
+            within.len() * size
+        } else {
+            size
+        };
+        let steps = [data.offset() as isize, row_step, strides[axis]];
+        let unit = UNITS
+            .into_iter()
+            .rev()
+            .find(|u| {
+                let bytes = u.size() as isize;
+                run as isize % bytes == 0 && steps.iter().all(|s| s * size as isize % bytes == 0)
+            })
+            .expect("one byte divides every step");
+        let in_units = |elements: isize| elements * size as isize / unit.size() as isize;
+        let per_pick: Vec<isize> = match contiguous {
+            true => (0..(run / unit.size()) as isize).collect(),
+            false => within,
+        };
+        let offsets: Vec<isize> = picks
             .iter()
             .flat_map(|&k| {
-                within
-                    .iter()
-                    .map(move |&at| k as isize * strides[axis] + at)
+                let pick = in_units(k as isize * strides[axis]);
+                per_pick.iter().map(move |&at| pick + at)
             })
             .collect();
-        let per_block = (TABLE_ENTRIES / row_len).clamp(1, rows);
+        let per_block = (TABLE_ENTRIES / offsets.len()).clamp(1, rows);
         Some(Blocks {
+            unit,
             offsets,
-            row_step,
+            start: in_units(data.offset() as isize),
+            row_step: in_units(row_step),
             rows: per_block,
             blocks: rows / per_block,
             tail_rows: rows % per_block,
         })
     }
 
-    /// The rank-2 Gather on indices of `dtype` (one of [`TABLES`]) that runs blocks,
-    /// compiled on first use with its specialized code.
-    fn block_sibling(&self, dtype: DType) -> Result<&Kernel> {
-        let slot = TABLES
-            .iter()
-            .position(|&d| d == dtype)
-            .expect("one of TABLES");
-        let sibling = self.blocks[slot].get_or_try_init(|| {
-            let key = KernelKey::gather(self.plan.key.dtype(), dtype, 2, 1, 1)?;
+    /// The rank-2 Gather of `unit` (one of [`UNITS`]) on indices of `table` (one of
+    /// [`TABLES`]) that runs blocks, compiled on first use with its specialized code.
+    fn block_sibling(&self, unit: DType, table: DType) -> Result<&Kernel> {
+        let at = |dtypes: &[DType], d: DType| dtypes.iter().position(|&x| x == d);
+        let slot = &self.blocks[at(&UNITS, unit).expect("one of UNITS")];
+        let sibling = slot[at(&TABLES, table).expect("one of TABLES")].get_or_try_init(|| {
+            let key = KernelKey::gather(unit, table, 2, 1, 1)?;
             let mut sibling = Kernel::compile(key)?;
             if let Some(counter) = &self.compile_counter {
                 sibling.count_compiles_into(Arc::clone(counter));
@@ -278,18 +327,15 @@ mod tests {
     /// `len` elements (values from their position) seen as `shape` with `strides` from
     /// `offset`; into a row-major output, with a kernel fresh enough that this one call
     /// decides whether blocks are compiled (it brings 2^18 elements or more). Checks the
-    /// output against the interpreter's and returns which tables' blocks ran (see
-    /// [`TABLES`]).
-    #[allow(clippy::too_many_arguments)]
+    /// output against the interpreter's and returns the blocks' siblings compiled, as
+    /// (unit, table) dtypes.
     fn gather(
         dtype: DType,
         len: usize,
-        shape: &[usize],
-        strides: &[isize],
-        offset: usize,
+        (shape, strides, offset): (&[usize], &[isize], usize),
         axis: usize,
         picks: &[i64],
-    ) -> [bool; 2] {
+    ) -> Vec<(DType, DType)> {
         let bytes: Vec<u8> = (0..len * dtype.size())
             .map(|i| (i * 7 % 251) as u8)
             .collect();
@@ -302,74 +348,76 @@ mod tests {
         let op = Op::new(OpKind::Gather, axis as i64, Reduction::None, false);
         let indices = Tensor::from_bytes(DType::I64, vec![picks.len()], index_bytes).unwrap();
         let want = interp::run(&op, &data.to_tensor().unwrap(), &indices, None).unwrap();
-        assert_eq!(
-            got.bytes(),
-            want.bytes(),
-            "{shape:?} {strides:?} axis {axis}"
-        );
-        kernel.blocks.each_ref().map(|s| s.get().is_some())
+        let view = format!("{shape:?} {strides:?} axis {axis}");
+        assert_eq!(got.bytes(), want.bytes(), "{view}");
+        let mut compiled = Vec::new();
+        for (unit, tables) in UNITS.iter().zip(&kernel.blocks) {
+            for (table, sibling) in TABLES.iter().zip(tables) {
+                if sibling.get().is_some() {
+                    compiled.push((*unit, *table));
+                }
+            }
+        }
+        compiled
     }
 
-    const U16: [bool; 2] = [true, false];
-    const NONE: [bool; 2] = [false, false];
+    /// A row-major view of `shape` from element `offset`.
+    fn dense(shape: &[usize], offset: usize) -> (&[usize], Vec<isize>, usize) {
+        let mut strides = vec![1isize; shape.len()];
+        for d in (0..shape.len().saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1] * shape[d + 1] as isize;
+        }
+        (shape, strides, offset)
+    }
 
     #[test]
     fn blocks_agree_with_the_interpreter() {
+        use DType::*;
         let picks = [3, -1, 0, 3, -4];
-        // The last axis of narrow rows, with a tail block (65537 rows).
-        let (rows, n) = (65_537, 4);
-        let last = gather(
-            DType::F32,
-            rows * n,
-            &[rows, n],
-            &[n as isize, 1],
-            0,
-            1,
-            &picks,
-        );
-        assert_eq!(last, U16);
-        // Rows walked backwards, and an inner axis whose picks move two i16 each.
+        // The last axis of narrow rows, with a tail block (65537 rows), as 4-byte units.
+        let (shape, strides, at) = dense(&[65_537, 4], 0);
+        let last = gather(F32, 65_537 * 4, (shape, &strides, at), 1, &picks);
+        assert_eq!(last, [(U32, U16)]);
+        // Picks of two i16 along an inner axis, from rows walked backwards: 4-byte units.
         let (rows, n) = (32_768, 6);
-        let shape = [rows, n, 2];
         let back = [-(2 * n as isize), 2, 1];
         let last_row = (rows - 1) * 2 * n;
-        let back = gather(DType::I16, rows * n * 2, &shape, &back, last_row, 1, &picks);
-        assert_eq!(back, U16);
-        // Rows of three outer dims, one of them of one row, and a transposed inner part.
+        let view = (&[rows, n, 2][..], &back[..], last_row);
+        assert_eq!(gather(I16, rows * n * 2, view, 1, &picks), [(U32, U16)]);
+        // Picks of eight f32: 32 bytes, two 16-byte units each.
+        let (shape, strides, at) = dense(&[32_768, 4, 8], 0);
+        let wide = gather(F32, 32_768 * 32, (shape, &strides, at), 1, &picks);
+        assert_eq!(wide, [(Complex128, U16)]);
+        // ... from one element past the buffer's start: 4-byte units.
+        let (shape, strides, at) = dense(&[32_768, 4, 8], 1);
+        let off = gather(F32, 32_768 * 32 + 1, (shape, &strides, at), 1, &picks);
+        assert_eq!(off, [(U32, U16)]);
+        // Rows of three outer dims, one of them of one row, and a transposed inner part:
+        // element by element.
         let shape = [256, 1, 128, 6, 2];
         let strides = [128 * 12, 5, 12, 1, 6];
-        let outer = gather(DType::U8, 256 * 128 * 12, &shape, &strides, 0, 3, &picks);
-        assert_eq!(outer, U16);
+        let outer = gather(U8, 256 * 128 * 12, (&shape, &strides, 0), 3, &picks);
+        assert_eq!(outer, [(U8, U16)]);
         // Blocks of 256 rows of 300 span past u16: a table of u32 entries.
-        let (rows, n) = (131_072, 300);
-        let far = gather(
-            DType::U8,
-            rows * n,
-            &[rows, n],
-            &[n as isize, 1],
-            0,
-            1,
-            &[-1, 7],
-        );
-        assert_eq!(far, [false, true]);
+        let (shape, strides, at) = dense(&[131_072, 300], 0);
+        let far = gather(U8, 131_072 * 300, (shape, &strides, at), 1, &[-1, 7]);
+        assert_eq!(far, [(U8, U32)]);
     }
 
     #[test]
     fn other_gathers_take_the_ordinary_path() {
         let picks = [1, 0];
-        // Picks of 16 bytes: vectors in the ordinary loop nest.
+        // Picks of four f32 with gaps between them: vectors in the ordinary loop nest.
         let (rows, n) = (65_536, 2);
-        let shape = [rows, n, 4];
-        let wide = gather(DType::F32, rows * n * 4, &shape, &[8, 4, 1], 0, 1, &picks);
-        assert_eq!(wide, NONE);
+        let view = (&[rows, n, 4][..], &[16, 8, 2][..], 0);
+        assert_eq!(gather(DType::F32, rows * n * 8, view, 1, &picks), []);
+        // Picks of 128 contiguous bytes.
+        let (shape, strides, at) = dense(&[65_536, 2, 32], 0);
+        let long = gather(DType::F32, rows * n * 32, (shape, &strides, at), 1, &picks);
+        assert_eq!(long, []);
         // Rows that are not evenly spaced (a gap after every 64).
-        let shape = [1024, 64, 4];
-        let strides = [64 * 4 + 1, 4, 1];
-        let len = 1024 * (64 * 4 + 1);
-        assert_eq!(
-            gather(DType::F32, len, &shape, &strides, 0, 2, &picks),
-            NONE
-        );
+        let view = (&[1024, 64, 4][..], &[64 * 4 + 1, 4, 1][..], 0);
+        assert_eq!(gather(DType::F32, 1024 * (64 * 4 + 1), view, 2, &picks), []);
     }
 
     #[test]

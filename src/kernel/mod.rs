@@ -78,9 +78,9 @@ pub struct Kernel {
     /// first use. Which one a call takes depends on its axis size, so one kernel may need
     /// both.
     compact: [OnceOk<Box<Kernel>>; compact::NARROW.len()],
-    /// Gather of narrow rows: the rank-2 Gather that runs them in blocks, on tables of each
-    /// of `blocks::TABLES`, at its position there, compiled on first use.
-    blocks: [OnceOk<Box<Kernel>>; blocks::TABLES.len()],
+    /// Gather of narrow rows: the rank-2 Gathers that run them in blocks (see
+    /// `blocks::Siblings`), compiled on first use.
+    blocks: blocks::Siblings,
     /// The elements of the calls that would have run in blocks before that Gather was
     /// compiled (see [`Kernel::repaid`]).
     blocks_rent: AtomicU64,
@@ -255,14 +255,11 @@ impl Kernel {
 
     /// Wall time its calls have spent compiling so far, in every thread together: the
     /// passes and variants compiled on first use (see [`Kernel::compile`]), the kernels of
-    /// the same op that read narrow copies of wide indices, and the Gather that runs
+    /// the same op that read narrow copies of wide indices, and the Gathers that run
     /// narrow rows in blocks.
     pub fn first_use_compile_time(&self) -> Duration {
-        let siblings = self
-            .compact
-            .iter()
-            .chain(&self.blocks)
-            .filter_map(OnceOk::get);
+        let blocks = self.blocks.iter().flatten();
+        let siblings = self.compact.iter().chain(blocks).filter_map(OnceOk::get);
         siblings.fold(
             Duration::from_nanos(self.first_use_nanos.load(Ordering::Relaxed)),
             |sum, sibling| sum + sibling.compile_time + sibling.first_use_compile_time(),
