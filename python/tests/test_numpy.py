@@ -94,6 +94,19 @@ def test_gather_is_take(rng, dtype):
         same(scatterjit.gather(data, indices, axis=axis), expected)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_gather_of_narrow_rows_is_take(rng, dtype):
+    # Large enough that repeated calls run a block of rows at a time (each output row a
+    # few picks along the last axis, or picks of a few contiguous elements).
+    for shape, axis, picks in [((65536, 6), 1, 4), ((16384, 5, 2), 1, 5), ((4096, 16, 3), -2, 8)]:
+        data = values(rng, dtype, shape)
+        for trial in range(3):
+            indices = random_indices(rng, INDEX_DTYPES[trial], [picks], shape[axis])
+            view = data if trial == 0 else strided(rng, data, False)
+            expected = np.take(view, indices.astype(np.int64), axis=axis)
+            same(scatterjit.gather(view, indices, axis=axis), expected)
+
+
 def test_out_writes_the_callers_array(rng):
     data = values(rng, np.dtype(np.float32), (5, 8))
     indices = rng.integers(-5, 5, (3, 8))
