@@ -578,10 +578,11 @@ fn fit_off_axis(index_shape: &mut [usize], data_shape: &[usize], axis: i64) {
     }
 }
 
-/// Gathers along the last axis of wide rows (kilobytes), which pick in sorted order on the
-/// host: every dtype and index dtype, data in any layout (reversed and column-major rows
-/// among them), index of 0 to 2 dims in any layout, duplicates, a bad index now and then;
-/// and now and then another axis, narrow rows, few picks or an empty dim, which decline.
+/// Gathers along the last axis of wide rows (kilobytes), whose lines the contiguous
+/// variant reads ahead: every dtype and index dtype, data in any layout (reversed and
+/// column-major rows among them), index of 0 to 2 dims in any layout, duplicates, a bad
+/// index now and then; and now and then another axis, narrow rows (which run in blocks),
+/// few picks or an empty dim.
 pub fn wide_gather_case() -> impl Strategy<Value = Case> {
     (
         prop::sample::select(numeric()),

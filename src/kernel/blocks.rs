@@ -18,10 +18,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use scatterjit_ir::{checked_numel, DType, KernelKey, OpKind, Operand, PassKind};
+use scatterjit_ir::{checked_numel, match_integer, DType, KernelKey, OpKind, Operand, PassKind};
 
 use super::bind::Operands;
-use super::columns::normalized_picks;
 use super::tier::specialize_after;
 use super::Kernel;
 use crate::error::Result;
@@ -301,6 +300,32 @@ impl Kernel {
     }
 }
 
+/// The positions along an axis of `s` elements that `indices` pick, in row-major order,
+/// each normalized (a negative index counts from the end); `None` at a bad index, or if
+/// the list is refused memory.
+fn normalized_picks(indices: &TensorView<'_>, s: usize) -> Option<Vec<usize>> {
+    let count = checked_numel(indices.shape()).ok()?;
+    let mut picks = Vec::new();
+    picks.try_reserve_exact(count).ok()?;
+    let mut bad = false;
+    match_integer!(
+        indices.dtype(),
+        T => for_each_offset(indices.shape(), indices.strides(), |at| {
+            let raw = T::from_le_bytes(indices.element_bytes(at).try_into().expect("one index"));
+            // Every index type widens to i128 exactly.
+            #[allow(clippy::unnecessary_cast)]
+            let k = raw as i128;
+            let k = if k < 0 { k + s as i128 } else { k };
+            match (0..s as i128).contains(&k) {
+                true => picks.push(k as usize),
+                false => bad = true,
+            }
+        }),
+        _ => unreachable!("validation admits only integer index dtypes"),
+    );
+    (!bad).then_some(picks)
+}
+
 /// The element step between consecutive rows of dims `shape` with `strides` walked
 /// row-major, where one step takes every row to the next (0 for a single row); `None`
 /// where the rows are not evenly spaced.
@@ -418,6 +443,34 @@ mod tests {
         // Rows that are not evenly spaced (a gap after every 64).
         let view = (&[1024, 64, 4][..], &[64 * 4 + 1, 4, 1][..], 0);
         assert_eq!(gather(DType::F32, 1024 * (64 * 4 + 1), view, 2, &picks), []);
+    }
+
+    #[test]
+    fn empty_views_with_huge_dims_take_the_ordinary_path() {
+        // Dims that multiply past usize::MAX beside a 0: valid, empty views.
+        let huge = 1usize << 33;
+        let key = KernelKey::gather(DType::F32, DType::I64, 4, 1, 3).unwrap();
+        let kernel = Kernel::compile(key).unwrap();
+        let data = TensorView::new(DType::F32, &[huge, huge, 0, 4], &[0; 4], 0, &[]).unwrap();
+        let picks = [0u8; 2 * 8];
+        let indices = TensorView::new(DType::I64, &[2], &[1], 0, &picks).unwrap();
+        let mut out =
+            TensorViewMut::new(DType::F32, &[huge, huge, 0, 2], &[0; 4], 0, &mut []).unwrap();
+        assert!(!kernel.gather_blocks(&mut out, &data, &indices).unwrap());
+        // Twice more, so that a call may keep a binding of the geometry.
+        for _ in 0..3 {
+            kernel.run_into(&mut out, &data, &indices, None).unwrap();
+        }
+        let no_picks = TensorView::new(DType::I64, &[huge, huge, 0], &[0; 3], 0, &[]).unwrap();
+        let data = TensorView::new(DType::F32, &[2, 4], &[4, 1], 0, &[0; 2 * 4 * 4]).unwrap();
+        let key = KernelKey::gather(DType::F32, DType::I64, 2, 3, 1).unwrap();
+        let kernel = Kernel::compile(key).unwrap();
+        let out_shape = [2, huge, huge, 0];
+        let mut out = TensorViewMut::new(DType::F32, &out_shape, &[0; 4], 0, &mut []).unwrap();
+        assert!(!kernel.gather_blocks(&mut out, &data, &no_picks).unwrap());
+        for _ in 0..3 {
+            kernel.run_into(&mut out, &data, &no_picks, None).unwrap();
+        }
     }
 
     #[test]

@@ -4,16 +4,14 @@
 //! picks the loop order and variant; [`schedule`] splits a pass over threads; [`call`] is
 //! the one entry into machine code; [`report`] turns a bad-index exit into the error.
 //! [`mean`] allocates the sums and counts that `mean`'s passes walk; [`compact`] checks
-//! wide indices into a narrow copy the apply reads; [`columns`] runs
-//! Gathers along the last axis of wide rows in sorted order; [`blocks`] runs Gathers of
-//! narrow rows a block of rows at a time; [`prepared`] binds a
-//! call once and runs it on new buffers; [`memo`] keeps such bindings for the small
-//! geometries a kernel's ordinary calls repeat.
+//! wide indices into a narrow copy the apply reads; [`blocks`] runs Gathers of narrow
+//! rows a block of rows at a time; [`prepared`] binds a call once and runs it on new
+//! buffers; [`memo`] keeps such bindings for the small geometries a kernel's ordinary
+//! calls repeat.
 
 mod bind;
 mod blocks;
 mod call;
-mod columns;
 mod compact;
 mod mean;
 mod memo;

@@ -36,7 +36,7 @@ impl Kernel {
         let key = self.plan.key;
         if let (None, Some(data)) = (updates, data) {
             // Checks every index before its first write, as the check pass would.
-            if self.gather_columns(out, data, indices)? || self.gather_blocks(out, data, indices)? {
+            if self.gather_blocks(out, data, indices)? {
                 return Ok(());
             }
         }

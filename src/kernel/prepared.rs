@@ -101,8 +101,8 @@ pub(super) struct Binding {
     indices: Unbuffered,
     updates: Option<Unbuffered>,
     /// The plan's passes as this geometry runs them, in the plan's order; none for `mean`,
-    /// whose scratch each call allocates, and for Gathers that pick in sorted order (see
-    /// `super::columns`) or run in blocks (`super::blocks`): their calls run on views.
+    /// whose scratch each call allocates, and for Gathers that run in blocks (see
+    /// `super::blocks`): their calls run on views.
     steps: Vec<Step>,
     /// Whether the steps are the whole call whatever the rayon pool: no pass or copy large
     /// enough to split, at a grain of `grain` (tests change it); never for `mean`.
@@ -230,13 +230,10 @@ impl Kernel {
         let (mut largest_domain, mut copy_bytes) = (0i64, 0usize);
         // `mean`'s scratch is allocated per call: its calls run on views.
         let needs_scratch = abi::scratch_per_element(&self.plan) != 0;
-        // Gathers that pick in sorted order or run in blocks do so on views too.
+        // Gathers that run in blocks do so on views too.
         let (shape, strides) = (data.shape(), data.raw().strides);
-        let sorted_picks = self
-            .takes_columns(shape, strides, indices.shape())
-            .is_some();
         let in_blocks = self.takes_blocks(shape, strides, indices.shape());
-        let on_views = needs_scratch || sorted_picks || in_blocks;
+        let on_views = needs_scratch || in_blocks;
         for nest in self.plan.passes.iter().filter(|_| !on_views) {
             let pass = nest.pass;
             let ops = match pass {
