@@ -80,6 +80,17 @@ struct Blocks {
     tail_rows: usize,
 }
 
+/// Which of its index's elements a call picks with along the axis (see
+/// `Kernel::picks_line`).
+#[derive(Clone, Copy)]
+enum Picks {
+    /// Every element, in row-major order (a Gather).
+    All,
+    /// The `count` elements of the line along the axis, `stride` apart (a GatherElements
+    /// whose index is the same off the axis).
+    Line { count: usize, stride: isize },
+}
+
 /// One block's table: its entries as index bytes, their dtype, the unit the entries count
 /// from (relative to the block's first row's start) and the span they reach.
 struct Table {
@@ -115,7 +126,8 @@ impl Blocks {
 }
 
 impl Kernel {
-    /// Runs a Gather of narrow rows in blocks (see the module) and returns `true`;
+    /// Runs a Gather of narrow rows in blocks (see the module), or a GatherElements that is
+    /// one (see [`Self::picks_line`]), and returns `true`;
     /// `false`, having written nothing, to take the ordinary path: another op, rows that
     /// are not narrow or not evenly spaced, an output that is not row-major, too little
     /// work so far to repay the sibling's compile, or a bad index.
@@ -128,7 +140,10 @@ impl Kernel {
         if out.dense_bytes_mut().is_none() {
             return Ok(false);
         }
-        let Some(blocks) = self.blocks_of(data, indices) else {
+        let Some(picks) = self.picks_line(indices.shape(), indices.strides()) else {
+            return Ok(false);
+        };
+        let Some(blocks) = self.blocks_of(data, indices, picks) else {
             return Ok(false);
         };
         let unit = blocks.unit;
@@ -179,37 +194,75 @@ impl Kernel {
         Ok(true)
     }
 
-    /// Whether a Gather on data of `shape` and `strides` with indices of `index_shape`
-    /// has narrow, evenly spaced rows and enough of them to run in blocks (its calls do
-    /// once they have repaid the sibling's compile; see [`Self::gather_blocks`]).
+    /// Whether a Gather (or a GatherElements whose index is a Gather's, see
+    /// [`Self::picks_line`]) on data of `shape` and `strides` with indices of
+    /// `index_shape` and `index_strides` has narrow, evenly spaced rows and enough of them
+    /// to run in blocks (its calls do once they have repaid the siblings' compile; see
+    /// [`Self::gather_blocks`]).
     pub(super) fn takes_blocks(
         &self,
         shape: &[usize],
         strides: &[isize],
         index_shape: &[usize],
+        index_strides: &[isize],
     ) -> bool {
-        self.narrow_rows(shape, strides, index_shape).is_some()
+        self.picks_line(index_shape, index_strides)
+            .and_then(|picks| self.narrow_rows(shape, strides, index_shape, picks))
+            .is_some()
     }
 
-    /// The rows, the elements per output row and the step between rows of a Gather that
-    /// [`Self::takes_blocks`].
+    /// How the index picks along the axis: for a Gather, all its elements in row-major
+    /// order; for a GatherElements whose index is the same at every position off the axis
+    /// (stride 0 along every other dim of more than one position: an expanded line), that
+    /// line, so that the call is the Gather of it from data cut to the index's extent.
+    /// `None` for any other index.
+    fn picks_line(&self, index_shape: &[usize], index_strides: &[isize]) -> Option<Picks> {
+        let axis = self.plan.key.axis();
+        match self.plan.key.kind() {
+            OpKind::Gather => Some(Picks::All),
+            OpKind::GatherElements => {
+                let expanded = index_shape
+                    .iter()
+                    .zip(index_strides)
+                    .enumerate()
+                    .all(|(d, (&n, &stride))| d == axis || n <= 1 || stride == 0);
+                expanded.then_some(Picks::Line {
+                    count: index_shape[axis],
+                    stride: index_strides[axis],
+                })
+            }
+            OpKind::ScatterElements => None,
+        }
+    }
+
+    /// The rows, the elements per output row and the step between rows of a call that
+    /// [`Self::takes_blocks`], its index picking as `picks` says.
     fn narrow_rows(
         &self,
         shape: &[usize],
         strides: &[isize],
         index_shape: &[usize],
+        picks: Picks,
     ) -> Option<(usize, usize, isize)> {
         let key = &self.plan.key;
-        if key.kind() != OpKind::Gather || self.unspecialized.load(Ordering::Relaxed) {
+        if self.unspecialized.load(Ordering::Relaxed) {
             return None;
         }
         let axis = key.axis();
         let size = key.dtype().size();
-        let inner = checked_numel(&shape[axis + 1..]).ok()?;
-        let rows = checked_numel(&shape[..axis]).ok()?;
-        let row_len = checked_numel(index_shape).ok()?.checked_mul(inner)?;
-        let contiguous =
-            inner == 1 || row_step(&shape[axis + 1..], &strides[axis + 1..]) == Some(1);
+        // A GatherElements reads data only within the index's extent off the axis.
+        let (outer, within, count) = match picks {
+            Picks::All => (
+                &shape[..axis],
+                &shape[axis + 1..],
+                checked_numel(index_shape).ok()?,
+            ),
+            Picks::Line { count, .. } => (&index_shape[..axis], &index_shape[axis + 1..], count),
+        };
+        let inner = checked_numel(within).ok()?;
+        let rows = checked_numel(outer).ok()?;
+        let row_len = count.checked_mul(inner)?;
+        let contiguous = inner == 1 || row_step(within, &strides[axis + 1..]) == Some(1);
         let pick_bytes = inner.saturating_mul(size);
         let narrow = match contiguous {
             true => pick_bytes <= MAX_PICK_BYTES,
@@ -220,25 +273,38 @@ impl Kernel {
         if !narrow || !(1..=MAX_ROW).contains(&row_len) || rows < 2 || !enough {
             return None;
         }
-        Some((rows, row_len, row_step(&shape[..axis], &strides[..axis])?))
+        Some((rows, row_len, row_step(outer, &strides[..axis])?))
     }
 
-    /// The blocks a Gather on `data` with `indices` runs in (see [`Self::gather_blocks`]),
-    /// its indices checked; `None` where it does not.
-    fn blocks_of(&self, data: &TensorView<'_>, indices: &TensorView<'_>) -> Option<Blocks> {
+    /// The blocks a Gather (or GatherElements, see [`Self::picks_line`]) on `data` with
+    /// `indices` runs in (see [`Self::gather_blocks`]), its picks checked; `None` where it
+    /// does not.
+    fn blocks_of(
+        &self,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        picks: Picks,
+    ) -> Option<Blocks> {
         let (shape, strides) = (data.shape(), data.strides());
-        let (rows, row_len, row_step) = self.narrow_rows(shape, strides, indices.shape())?;
+        let index_shape = indices.shape();
+        let (rows, row_len, row_step) = self.narrow_rows(shape, strides, index_shape, picks)?;
         // The siblings compile once the calls that would run on them repay it.
         let compiled = self.blocks.iter().flatten().any(|s| s.get().is_some());
         if !compiled && !self.repaid(&self.blocks_rent, (rows * row_len) as u64) {
             return None;
         }
         let axis = self.plan.key.axis();
-        let picks = normalized_picks(indices, shape[axis])?;
+        let (picks, within_shape) = match picks {
+            Picks::All => (normalized_picks(indices, shape[axis])?, &shape[axis + 1..]),
+            Picks::Line { count, stride } => {
+                let (dtype, offset) = (indices.dtype(), indices.offset());
+                let line = TensorView::new(dtype, &[count], &[stride], offset, indices.buffer());
+                let picks = normalized_picks(&line.ok()?, shape[axis])?;
+                (picks, &index_shape[axis + 1..])
+            }
+        };
         let mut within = Vec::with_capacity(row_len / picks.len().max(1));
-        for_each_offset(&shape[axis + 1..], &strides[axis + 1..], |at| {
-            within.push(at)
-        });
+        for_each_offset(within_shape, &strides[axis + 1..], |at| within.push(at));
         // Bytes of a unit: the widest that a pick's contiguous elements and every step
         // (between rows, picks, and from the buffer's start) divide into.
         let size = self.plan.key.dtype().size();
@@ -427,6 +493,60 @@ mod tests {
         let (shape, strides, at) = dense(&[131_072, 300], 0);
         let far = gather(U8, 131_072 * 300, (shape, &strides, at), 1, &[-1, 7]);
         assert_eq!(far, [(U8, U32)]);
+    }
+
+    /// A GatherElements along `axis` of row-major `data_shape` f32 with the index line
+    /// `picks` (i64) expanded to `index_shape` by `index_strides`, checked against the
+    /// interpreter; the siblings compiled, as [`gather`] returns them.
+    fn gather_elements(
+        data_shape: &[usize],
+        index_shape: &[usize],
+        index_strides: &[isize],
+        axis: usize,
+        picks: &[i64],
+    ) -> Vec<(DType, DType)> {
+        let len: usize = data_shape.iter().product();
+        let bytes: Vec<u8> = (0..len * 4).map(|i| (i * 7 % 251) as u8).collect();
+        let data = TensorView::contiguous(DType::F32, data_shape, &bytes).unwrap();
+        let index_bytes: Vec<u8> = picks.iter().flat_map(|p| p.to_le_bytes()).collect();
+        let indices =
+            TensorView::new(DType::I64, index_shape, index_strides, 0, &index_bytes).unwrap();
+        let rank = data_shape.len();
+        let key = KernelKey::gather_elements(DType::F32, DType::I64, rank, axis as i64).unwrap();
+        let kernel = Kernel::compile(key).unwrap();
+        let got = kernel.run(&data, &indices, None).unwrap();
+        let op = Op::new(OpKind::GatherElements, axis as i64, Reduction::None, false);
+        let (data, indices) = (data.to_tensor().unwrap(), indices.to_tensor().unwrap());
+        let want = interp::run(&op, &data, &indices, None).unwrap();
+        assert_eq!(got.bytes(), want.bytes(), "{data_shape:?} {index_shape:?}");
+        let mut compiled = Vec::new();
+        for (unit, tables) in UNITS.iter().zip(&kernel.blocks) {
+            for (table, sibling) in TABLES.iter().zip(tables) {
+                if sibling.get().is_some() {
+                    compiled.push((*unit, *table));
+                }
+            }
+        }
+        compiled
+    }
+
+    #[test]
+    fn gather_elements_of_an_expanded_line_run_in_blocks() {
+        use DType::*;
+        let picks = [3, -1, 0, 5];
+        // The same four picks in every row.
+        let rows = gather_elements(&[65_536, 6], &[65_536, 4], &[0, 1], 1, &picks);
+        assert_eq!(rows, [(U32, U16)]);
+        // An index shorter than data off the axis: data is read within its extent.
+        let short = gather_elements(&[70_000, 6, 3], &[65_536, 4, 2], &[0, 1, 0], 1, &picks);
+        assert_eq!(short, [(U32, U16)]);
+        // Along the first axis: every row of the output one row of data, of 8 bytes.
+        let first = gather_elements(&[6, 65_536, 2], &[4, 65_536, 2], &[1, 0, 0], 0, &picks);
+        assert_eq!(first, []);
+        // An index that differs off the axis is not a line.
+        let all: Vec<i64> = (0..65_536 * 4).map(|i| i % 11 - 5).collect();
+        let dense = gather_elements(&[65_536, 6], &[65_536, 4], &[4, 1], 1, &all);
+        assert_eq!(dense, []);
     }
 
     #[test]

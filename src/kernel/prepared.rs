@@ -232,7 +232,8 @@ impl Kernel {
         let needs_scratch = abi::scratch_per_element(&self.plan) != 0;
         // Gathers that run in blocks do so on views too.
         let (shape, strides) = (data.shape(), data.raw().strides);
-        let in_blocks = self.takes_blocks(shape, strides, indices.shape());
+        let index = indices.raw();
+        let in_blocks = self.takes_blocks(shape, strides, index.shape, index.strides);
         let on_views = needs_scratch || in_blocks;
         for nest in self.plan.passes.iter().filter(|_| !on_views) {
             let pass = nest.pass;
