@@ -1,12 +1,14 @@
-//! Gather (ONNX) of narrow rows, in blocks of rows. Where each output row is short (a few
-//! picks along the last axis, or picks of a few elements each along an inner one), the
-//! compiled loop nest pays its row setup (about 25 instructions) every few elements and
-//! normalizes and bounds-checks every index again in every row. Every row picks the same
-//! elements, so a block of R rows is one list of element offsets: a table, checked and
-//! normalized once per call, that a rank-2 Gather (data viewed as `[blocks, span]`, the
-//! table as its index) walks block by block with one loop. (Gather of 4 of 4 f32 from
-//! [65536, 4], one thread, 2026-11-27: 200 us in rows, 63-66 us in blocks of 16 to 128
-//! rows; 8 of 8 u8 from [131072, 8]: 740 us, 231-235 us.)
+//! Gather (ONNX) of narrow rows, in blocks of rows; and GatherElements whose index is one
+//! line along the axis expanded over the other dims, which is such a Gather from data cut
+//! to the index's extent. Where each output row is short (a few picks along the last
+//! axis, or picks of a few elements each along an inner one), the compiled loop nest pays
+//! its row setup (about 25 instructions) every few elements and normalizes and
+//! bounds-checks every index again in every row. Every row picks the same elements, so a
+//! block of R rows is one list of element offsets: a table, checked and normalized once
+//! per call, that a rank-2 Gather (data viewed as `[blocks, span]`, the table as its
+//! index) walks block by block with one loop. (Gather of 4 of 4 f32 from [65536, 4], one
+//! thread, 2026-11-27: 200 us in rows, 63-66 us in blocks of 16 to 128 rows; 8 of 8 u8
+//! from [131072, 8]: 740 us, 231-235 us.)
 //!
 //! Elements only move, so the blocks move them as units of the widest size (up to 16
 //! bytes) that a pick's contiguous elements, and every step between them, divide into:
@@ -42,9 +44,9 @@ const TABLES: [DType; 2] = [DType::U16, DType::U32];
 /// The rank-2 Gathers that run blocks: per unit of [`UNITS`], per table of [`TABLES`].
 pub(super) type Siblings = [[OnceOk<Box<Kernel>>; TABLES.len()]; UNITS.len()];
 
-/// Picks whose elements are not contiguous and move this many bytes each, or more, move
-/// as vectors in the ordinary loop nest, which then beats element-wise copies (4 f32 a
-/// pick: 397 us in rows, 478 us in blocks).
+/// Picks whose elements are not contiguous move element by element in blocks; from this
+/// many bytes a pick, the ordinary loop nest's row setup is a small part of its cost
+/// (picks of 4 f32 moved element by element: 397 us in rows, 478 us in blocks).
 const VECTOR_BYTES: usize = 16;
 
 /// Picks of contiguous elements up to this many bytes run in blocks, as units of up to 16
@@ -127,10 +129,10 @@ impl Blocks {
 
 impl Kernel {
     /// Runs a Gather of narrow rows in blocks (see the module), or a GatherElements that is
-    /// one (see [`Self::picks_line`]), and returns `true`;
-    /// `false`, having written nothing, to take the ordinary path: another op, rows that
-    /// are not narrow or not evenly spaced, an output that is not row-major, too little
-    /// work so far to repay the sibling's compile, or a bad index.
+    /// one (see [`Self::picks_line`]), and returns `true`; `false`, having written
+    /// nothing, to take the ordinary path: another op or index, rows that are not narrow
+    /// or not evenly spaced, an output that is not row-major, too little work so far to
+    /// repay the siblings' compile, or a bad index.
     pub(super) fn gather_blocks(
         &self,
         out: &mut TensorViewMut<'_>,
