@@ -443,6 +443,11 @@ mod tests {
         let want = interp::run(&op, &data.to_tensor().unwrap(), &indices, None).unwrap();
         let view = format!("{shape:?} {strides:?} axis {axis}");
         assert_eq!(got.bytes(), want.bytes(), "{view}");
+        compiled_siblings(&kernel)
+    }
+
+    /// The siblings `kernel` has compiled for blocks, as (unit, table) dtypes.
+    fn compiled_siblings(kernel: &Kernel) -> Vec<(DType, DType)> {
         let mut compiled = Vec::new();
         for (unit, tables) in UNITS.iter().zip(&kernel.blocks) {
             for (table, sibling) in TABLES.iter().zip(tables) {
@@ -521,15 +526,7 @@ mod tests {
         let (data, indices) = (data.to_tensor().unwrap(), indices.to_tensor().unwrap());
         let want = interp::run(&op, &data, &indices, None).unwrap();
         assert_eq!(got.bytes(), want.bytes(), "{data_shape:?} {index_shape:?}");
-        let mut compiled = Vec::new();
-        for (unit, tables) in UNITS.iter().zip(&kernel.blocks) {
-            for (table, sibling) in TABLES.iter().zip(tables) {
-                if sibling.get().is_some() {
-                    compiled.push((*unit, *table));
-                }
-            }
-        }
-        compiled
+        compiled_siblings(&kernel)
     }
 
     #[test]
