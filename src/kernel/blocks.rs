@@ -23,7 +23,7 @@ use std::sync::Arc;
 use scatterjit_ir::{checked_numel, match_integer, DType, KernelKey, OpKind, Operand, PassKind};
 
 use super::bind::Operands;
-use super::tier::specialize_after;
+use super::tier::{repaid, specialize_after};
 use super::Kernel;
 use crate::error::Result;
 use crate::once::OnceOk;
@@ -264,15 +264,19 @@ impl Kernel {
         let inner = checked_numel(within).ok()?;
         let rows = checked_numel(outer).ok()?;
         let row_len = count.checked_mul(inner)?;
+        // The counts first: every Gather call (tiny ones included) asks.
+        let work = rows.saturating_mul(row_len) as u64;
+        let enough = work >= BLOCKS_FROM.min(specialize_after());
+        if !(1..=MAX_ROW).contains(&row_len) || rows < 2 || !enough {
+            return None;
+        }
         let contiguous = inner == 1 || row_step(within, &strides[axis + 1..]) == Some(1);
         let pick_bytes = inner.saturating_mul(size);
         let narrow = match contiguous {
             true => pick_bytes <= MAX_PICK_BYTES,
             false => pick_bytes < VECTOR_BYTES,
         };
-        let work = rows.saturating_mul(row_len) as u64;
-        let enough = work >= BLOCKS_FROM.min(specialize_after());
-        if !narrow || !(1..=MAX_ROW).contains(&row_len) || rows < 2 || !enough {
+        if !narrow {
             return None;
         }
         Some((rows, row_len, row_step(outer, &strides[..axis])?))
@@ -292,7 +296,7 @@ impl Kernel {
         let (rows, row_len, row_step) = self.narrow_rows(shape, strides, index_shape, picks)?;
         // The siblings compile once the calls that would run on them repay it.
         let compiled = self.blocks.iter().flatten().any(|s| s.get().is_some());
-        if !compiled && !self.repaid(&self.blocks_rent, (rows * row_len) as u64) {
+        if !compiled && !repaid(&self.blocks_rent, (rows * row_len) as u64) {
             return None;
         }
         let axis = self.plan.key.axis();

@@ -79,8 +79,8 @@ pub struct Kernel {
     /// Gather of narrow rows: the rank-2 Gathers that run them in blocks (see
     /// `blocks::Siblings`), compiled on first use.
     blocks: blocks::Siblings,
-    /// The elements of the calls that would have run in blocks before that Gather was
-    /// compiled (see [`Kernel::repaid`]).
+    /// The elements of the calls that would have run in blocks before those Gathers were
+    /// compiled (see `tier::repaid`).
     blocks_rent: AtomicU64,
     /// The bindings of the small geometries its calls repeat.
     memo: memo::Memo,

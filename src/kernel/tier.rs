@@ -43,6 +43,14 @@ pub(super) fn specialize_after() -> u64 {
     SPECIALIZE_AFTER_NOW.load(Ordering::Relaxed)
 }
 
+/// Adds `elements` of work to `rent` (work run without some code that would have sped it
+/// up) and says whether the total has repaid compiling that code: whether it reaches
+/// [`SPECIALIZE_AFTER`] elements (or what [`set_specialize_after`] set).
+pub(super) fn repaid(rent: &AtomicU64, elements: u64) -> bool {
+    let before = rent.fetch_add(elements, Ordering::Relaxed);
+    before.saturating_add(elements) >= specialize_after()
+}
+
 impl Kernel {
     /// The code a call of `pass` bound for `variant` (its outermost loop `listed` or not)
     /// runs, compiled now if it is the first use: `variant` itself where it is compiled
@@ -77,16 +85,8 @@ impl Kernel {
         }
         match demand {
             Demand::Repeated => true,
-            Demand::Once(elements) => self.repaid(&self.rent[pass.index()], elements),
+            Demand::Once(elements) => repaid(&self.rent[pass.index()], elements),
         }
-    }
-
-    /// Adds `elements` of work to `rent` (work run without some code that would have sped
-    /// it up) and says whether the total has repaid compiling that code: whether it reaches
-    /// [`SPECIALIZE_AFTER`] elements (or what [`set_specialize_after`] set).
-    pub(super) fn repaid(&self, rent: &AtomicU64, elements: u64) -> bool {
-        let before = rent.fetch_add(elements, Ordering::Relaxed);
-        before.saturating_add(elements) >= specialize_after()
     }
 
     /// Counts every pass's compile as repaid: each pass's next call compiles the variant
