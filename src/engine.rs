@@ -13,16 +13,38 @@
 //!
 //! Sorting reads every index once and checks it: the engine declines (and the caller takes
 //! its ordinary path, with its own check) on a bad index or a slice that is not uniform, so
-//! it never writes anything the ordinary check would have refused.
+//! it never writes anything the ordinary check would have refused. It leaves each slice's
+//! normalized destination as a u32 *key*, which the passes read instead of the index: one
+//! dense 4-byte read per slice, where a dense index would be one line of its own per slice.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use rayon::prelude::*;
-use scatterjit_ir::DType;
+use scatterjit_ir::{DType, Result};
 
 use crate::check;
 use crate::tensor::TensorView;
 use crate::threads;
+
+/// What the sort leaves: every slice's destination, and, where the slices run on several
+/// threads, their lists by destination bucket.
+pub(crate) struct Sorted {
+    /// Slice `e`'s normalized destination coordinate `k_e`, a native-endian u32 per slice:
+    /// the passes read these in place of the index (see [`Sorted::keys_view`]).
+    keys: Vec<u8>,
+    /// The slices by destination bucket; `None` where one thread runs them in order.
+    pub(crate) buckets: Option<Buckets>,
+}
+
+impl Sorted {
+    /// The keys as an index of `shape` (the call's index shape, sorted along `axis`): u32,
+    /// stride 1 along the axis and 0 elsewhere, so a pass reads one checked,
+    /// non-negative index per slice from 4 bytes of a dense vector.
+    pub(crate) fn keys_view(&self, shape: &[usize], axis: usize) -> Result<TensorView<'_>> {
+        let strides: Vec<isize> = (0..shape.len()).map(|d| isize::from(d == axis)).collect();
+        TensorView::new(DType::U32, shape, &strides, 0, &self.keys)
+    }
+}
 
 /// Slices listed by destination bucket.
 pub(crate) struct Buckets {
@@ -32,9 +54,6 @@ pub(crate) struct Buckets {
     rows: Vec<AtomicI64>,
     /// Bucket `b` is `rows[starts[b]..starts[b + 1]]`.
     starts: Vec<usize>,
-    /// Whether the index is uniform per slice by value (checked) rather than by layout:
-    /// the passes may then read it as a broadcast view, one element per slice.
-    pub(crate) uniform_by_value: bool,
 }
 
 impl Buckets {
@@ -66,23 +85,24 @@ enum Slices<'a> {
     Rows { bytes: &'a [u8], len: usize },
 }
 
-/// Buckets for the slices of `indices` along `axis` into a destination of `size` along the
-/// axis, about `target` of them; `None` if the index is not uniform per slice (by layout or
-/// by value) or holds a bad index.
+/// The keys of the slices of `indices` along `axis` into a destination of `size` along the
+/// axis, and with `target`, their lists in about that many buckets; `None` if the index is
+/// not uniform per slice (by layout or by value), holds a bad index, or `size` is past
+/// 2^32 (keys are u32).
 pub(crate) fn sort<'a>(
     indices: &'a TensorView<'a>,
     axis: usize,
     size: usize,
-    target: usize,
-) -> Option<Buckets> {
+    target: Option<usize>,
+) -> Option<Sorted> {
+    const KEY: usize = std::mem::size_of::<u32>();
     let shape = indices.shape();
     let strides = indices.strides();
     let slices = shape[axis];
-    if slices == 0 || size == 0 || shape.contains(&0) {
+    if slices == 0 || size == 0 || shape.contains(&0) || size - 1 > u32::MAX as usize {
         return None;
     }
-    let by_layout = uniform_by_layout(indices, axis);
-    let layout = if by_layout {
+    let layout = if uniform_by_layout(indices, axis) {
         Slices::Broadcast {
             indices,
             stride: strides[axis],
@@ -96,38 +116,49 @@ pub(crate) fn sort<'a>(
         return None;
     };
     // Power-of-two bucket widths: a shift, not a division, per slice.
-    let width = size.div_ceil(target.max(1)).next_power_of_two();
+    let width = size
+        .div_ceil(target.unwrap_or(1).max(1))
+        .next_power_of_two();
     let shift = width.trailing_zeros();
     let buckets = size.div_ceil(width);
+    let key_at = |keys: &[u8], i: usize| {
+        u32::from_ne_bytes(keys[i * KEY..][..KEY].try_into().expect("KEY bytes"))
+    };
 
-    // Pass 1: each chunk of slices finds its slices' buckets and counts them.
+    // Pass 1: each chunk of slices checks its slices, writes their keys and counts them
+    // per bucket.
     let available = threads::available();
     let chunks = (available * 4).min(slices);
     let chunk_len = slices.div_ceil(chunks);
-    let mut bucket_of = vec![0u32; slices];
-    let count = |(c, ids): (usize, &mut [u32])| {
+    let mut keys = vec![0u8; slices * KEY];
+    let count = |(c, keys): (usize, &mut [u8])| {
         let mut counts = vec![0usize; buckets];
         let first = c * chunk_len;
-        for (i, id) in ids.iter_mut().enumerate() {
+        for (i, key) in keys.chunks_exact_mut(KEY).enumerate() {
             let k = slice_index(&layout, indices.dtype(), first + i, size)?;
-            let b = (k >> shift) as u32;
-            *id = b;
-            counts[b as usize] += 1;
+            key.copy_from_slice(&(k as u32).to_ne_bytes());
+            counts[k >> shift] += 1;
         }
         Some(counts)
     };
     let counts: Vec<Vec<usize>> = match available > 1 {
-        true => bucket_of
-            .par_chunks_mut(chunk_len)
+        true => keys
+            .par_chunks_mut(chunk_len * KEY)
             .enumerate()
             .map(count)
             .collect::<Option<_>>()?,
-        false => bucket_of
-            .chunks_mut(chunk_len)
+        false => keys
+            .chunks_mut(chunk_len * KEY)
             .enumerate()
             .map(count)
             .collect::<Option<_>>()?,
     };
+    if target.is_none() {
+        return Some(Sorted {
+            keys,
+            buckets: None,
+        });
+    }
 
     // Where each chunk's slices of each bucket start: buckets in order, and within a
     // bucket, chunks in order (stable).
@@ -145,29 +176,21 @@ pub(crate) fn sort<'a>(
 
     // Pass 2: each chunk writes its slices' coordinates into their buckets, in order.
     let rows: Vec<AtomicI64> = (0..slices).map(|_| AtomicI64::new(0)).collect();
-    let place = |(c, (ids, next)): (usize, (&[u32], &mut Vec<usize>))| {
-        for (i, &b) in ids.iter().enumerate() {
-            let slot = &mut next[b as usize];
-            rows[*slot].store((c * chunk_len + i) as i64, Ordering::Relaxed);
+    let place = |(c, next): (usize, &mut Vec<usize>)| {
+        let first = c * chunk_len;
+        for e in first..(first + chunk_len).min(slices) {
+            let slot = &mut next[key_at(&keys, e) as usize >> shift];
+            rows[*slot].store(e as i64, Ordering::Relaxed);
             *slot += 1;
         }
     };
     match available > 1 {
-        true => bucket_of
-            .par_chunks(chunk_len)
-            .zip(next.par_iter_mut())
-            .enumerate()
-            .for_each(place),
-        false => bucket_of
-            .chunks(chunk_len)
-            .zip(next.iter_mut())
-            .enumerate()
-            .for_each(place),
+        true => next.par_iter_mut().enumerate().for_each(place),
+        false => next.iter_mut().enumerate().for_each(place),
     }
-    Some(Buckets {
-        rows,
-        starts,
-        uniform_by_value: !by_layout,
+    Some(Sorted {
+        keys,
+        buckets: Some(Buckets { rows, starts }),
     })
 }
 
@@ -229,13 +252,22 @@ fn slice_index(layout: &Slices<'_>, dtype: DType, e: usize, size: usize) -> Opti
 mod tests {
     use super::*;
 
-    fn rows_of(buckets: &Buckets) -> Vec<Vec<usize>> {
+    fn rows_of(sorted: &Sorted) -> Vec<Vec<usize>> {
+        let buckets = sorted.buckets.as_ref().expect("listed");
         (0..buckets.len())
             .map(|b| {
                 (0..buckets.bucket(b).1)
                     .map(|j| buckets.row(b, j))
                     .collect()
             })
+            .collect()
+    }
+
+    fn keys_of(sorted: &Sorted) -> Vec<u32> {
+        sorted
+            .keys
+            .chunks_exact(4)
+            .map(|k| u32::from_ne_bytes(k.try_into().unwrap()))
             .collect()
     }
 
@@ -247,30 +279,46 @@ mod tests {
             .flat_map(|k| k.to_le_bytes())
             .collect();
         let view = TensorView::new(DType::I64, &[6, 3], &[1, 0], 0, &column).unwrap();
-        let buckets = sort(&view, 0, 8, 4).unwrap();
-        assert!(!buckets.uniform_by_value);
+        let sorted = sort(&view, 0, 8, Some(4)).unwrap();
         // -1 is 7; each bucket lists its slices in increasing order.
+        assert_eq!(keys_of(&sorted), [5, 0, 7, 5, 1, 4]);
         assert_eq!(
-            rows_of(&buckets),
+            rows_of(&sorted),
             [vec![1, 4], vec![], vec![0, 3, 5], vec![2]]
         );
+        // Without a target, only the keys.
+        let sorted = sort(&view, 0, 8, None).unwrap();
+        assert!(sorted.buckets.is_none());
+        assert_eq!(keys_of(&sorted), [5, 0, 7, 5, 1, 4]);
+        let keys = sorted.keys_view(&[6, 3], 0).unwrap();
+        assert_eq!((keys.dtype(), keys.strides()), (DType::U32, &[1, 0][..]));
         // A bad index declines.
         let bad: Vec<u8> = [5i64, 8].iter().flat_map(|k| k.to_le_bytes()).collect();
         let view = TensorView::new(DType::I64, &[2, 3], &[1, 0], 0, &bad).unwrap();
-        assert!(sort(&view, 0, 8, 4).is_none());
+        assert!(sort(&view, 0, 8, Some(4)).is_none());
+        assert!(sort(&view, 0, 8, None).is_none());
     }
 
     #[test]
     fn dense_rows_must_be_uniform() {
         let rows = [2u8, 2, 2, 0, 0, 0, 1, 1, 1];
         let view = TensorView::new(DType::U8, &[3, 3], &[3, 1], 0, &rows).unwrap();
-        let buckets = sort(&view, 0, 3, 3).unwrap();
-        assert!(buckets.uniform_by_value);
-        assert_eq!(rows_of(&buckets), [vec![1], vec![2], vec![0]]);
+        let sorted = sort(&view, 0, 3, Some(3)).unwrap();
+        assert_eq!(keys_of(&sorted), [2, 0, 1]);
+        assert_eq!(rows_of(&sorted), [vec![1], vec![2], vec![0]]);
         let mixed = [2u8, 2, 2, 0, 1, 0, 1, 1, 1];
         let view = TensorView::new(DType::U8, &[3, 3], &[3, 1], 0, &mixed).unwrap();
-        assert!(sort(&view, 0, 3, 3).is_none());
+        assert!(sort(&view, 0, 3, Some(3)).is_none());
+        assert!(sort(&view, 0, 3, None).is_none());
         assert!(uniform(&[7, 0], &[7, 0, 7, 0, 7, 0, 7, 0, 7, 0]));
         assert!(!uniform(&[7, 0], &[7, 0, 7, 0, 7, 0, 7, 0, 7, 1]));
+    }
+
+    #[test]
+    fn destinations_past_u32_decline() {
+        let column = 0i64.to_le_bytes();
+        let view = TensorView::new(DType::I64, &[1, 3], &[1, 0], 0, &column).unwrap();
+        assert!(sort(&view, 0, (1 << 32) + 1, None).is_none());
+        assert!(sort(&view, 0, 1 << 32, None).is_some());
     }
 }

@@ -167,6 +167,22 @@ impl Kernel {
             keep(buffer);
             return Ok(None);
         }
+        let sibling = self.narrow_sibling(to)?;
+        Ok(Some(Compacted {
+            sibling,
+            dtype: to,
+            shape: indices.shape().to_vec(),
+            buffer,
+        }))
+    }
+
+    /// The kernel of the same op on indices of `to`, one of [`NARROW`]: this kernel if its
+    /// indices are `to` already, else a sibling compiled on first use.
+    pub(super) fn narrow_sibling(&self, to: DType) -> Result<&Kernel> {
+        let key = &self.plan.key;
+        if key.index_dtype() == to {
+            return Ok(self);
+        }
         let slot = NARROW.iter().position(|&d| d == to).expect("one of NARROW");
         let sibling = self.compact[slot].get_or_try_init(|| {
             let (rank, axis) = (key.rank(), key.axis() as i64);
@@ -188,12 +204,7 @@ impl Kernel {
             }
             Ok::<_, crate::Error>(Box::new(sibling))
         })?;
-        Ok(Some(Compacted {
-            sibling,
-            dtype: to,
-            shape: indices.shape().to_vec(),
-            buffer,
-        }))
+        Ok(sibling)
     }
 
     /// Runs a GatherElements or Gather call whose indices compact (see [`Self::compact`]): checks and

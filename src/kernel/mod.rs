@@ -71,10 +71,9 @@ pub struct Kernel {
     /// Where the cache that compiled it counts every compile, later ones included (see
     /// [`crate::CacheStats::compile_time`]).
     compile_counter: Option<Arc<AtomicU64>>,
-    /// GatherElements and ScatterElements (but `mean`) with wide indices: the same op on
-    /// indices compacted to each of `compact::NARROW`, at its position there, compiled on
-    /// first use. Which one a call takes depends on its axis size, so one kernel may need
-    /// both.
+    /// The same op on indices of each of `compact::NARROW`, at its position there,
+    /// compiled on first use: for indices compacted to it (which one a call takes depends
+    /// on its axis size, so one kernel may need both), and u32 for the engine's keys.
     compact: [OnceOk<Box<Kernel>>; compact::NARROW.len()],
     /// Gather of narrow rows: the rank-2 Gathers that run them in blocks (see
     /// `blocks::Siblings`), compiled on first use.

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use rayon::prelude::*;
 
-use scatterjit_ir::{unravel, Operand, PassKind};
+use scatterjit_ir::{unravel, DType, Operand, PassKind};
 
 use super::bind::Operands;
 use super::mean::Counts;
@@ -46,19 +46,24 @@ impl Kernel {
             None => Cow::Owned(out.shape().to_vec()),
         };
         // A successful sort has checked every index.
-        let buckets = updates.and_then(|_| self.buckets(&data_shape, indices));
+        let sorted = updates.and_then(|_| self.sorted(&data_shape, indices));
+        let buckets = sorted.as_ref().and_then(|sorted| sorted.buckets.as_ref());
         let apply = self.plan.pass(PassKind::Apply).expect("every plan applies");
         // Gather visits indices only where its output is non-empty; check them all anyway.
         let out_empty = out.shape().contains(&0);
         let check =
-            (check_first || (apply.domain == Operand::Output && out_empty)) && buckets.is_none();
+            (check_first || (apply.domain == Operand::Output && out_empty)) && sorted.is_none();
         let bad = |pass, stop: Stop| self.bad_index(pass, stop, &data_shape, indices);
-        // Slices the sort found uniform are read one index each, as an expanded index is.
-        let uniform = buckets
-            .as_ref()
-            .filter(|b| b.uniform_by_value)
-            .map(|_| indices.broadcast_off(key.axis()));
-        let read_indices = uniform.as_ref().unwrap_or(indices);
+        // A sorted call's passes read its u32 keys, one per slice, through the kernel keyed
+        // on them.
+        let keys = match &sorted {
+            Some(sorted) => Some(sorted.keys_view(indices.shape(), key.axis())?),
+            None => None,
+        };
+        let (read_indices, runner) = match &keys {
+            Some(keys) => (keys, self.narrow_sibling(DType::U32)?),
+            None => (indices, self),
+        };
         let mut partial_outputs = Vec::new();
         let counts = match updates {
             Some(updates) if self.plan.mean_accumulator().is_some() => {
@@ -66,7 +71,7 @@ impl Kernel {
                     .with(Operand::Indices, read_indices.raw())
                     .with(Operand::Updates, updates.raw())
                     .with(Operand::Output, out.raw());
-                self.counts(&ops, buckets.is_some())
+                runner.counts(&ops, buckets.is_some())
             }
             _ => Counts::PerElement,
         };
@@ -129,7 +134,8 @@ impl Kernel {
                             ops = scratch.bind(ops);
                         }
                         let partials = Some(&mut partial_outputs);
-                        self.run_pass_with(pass, &ops, partials, buckets.as_ref())
+                        runner
+                            .run_pass_with(pass, &ops, partials, buckets)
                             .map_err(|stop| bad(pass, stop))?;
                     }
                     None => {

@@ -12,7 +12,7 @@ use super::call::{pointers, Call};
 use super::report::{domain_position, Stop};
 use super::{Demand, Kernel};
 use crate::abi::{self, ParamLayout, Variant};
-use crate::engine::{self, Buckets};
+use crate::engine::{self, Buckets, Sorted};
 use crate::jit;
 use crate::partials;
 use crate::tensor::{self, RawOperand, TensorView};
@@ -345,7 +345,7 @@ fn partial_split(
 }
 
 impl Kernel {
-    /// The engine's buckets (see `crate::engine`) for a scatter into data of `data_shape`
+    /// The engine's sort (see `crate::engine`) for a scatter into data of `data_shape`
     /// whose only parallelism is along its axis: few positions before the axis, slices
     /// after it of at least a cache line and not so wide that they split well themselves,
     /// many slices. `None` to take the ordinary split, and when the index is not uniform per
@@ -357,21 +357,17 @@ impl Kernel {
     /// A bucket reads its slices' updates with gaps, which defeats the hardware's
     /// prefetch: per slice, a bucket took about 3x the time of one thread streaming every
     /// slice in order (2-vCPU machine, 2026-11-24: expanded GNN add 14.6 ms on one thread,
-    /// 21.4 on two threads' buckets; max 20.5 and 31.0). So the engine spreads buckets over
-    /// the pool only from [`set_engine_threads`] threads (4, the first count above that
-    /// ratio); with fewer, an index uniform by value goes into one bucket, in order, run on
-    /// one thread: the sort's one read of each index checks it, and the passes then read
-    /// it once per slice, not once per element. An index uniform by layout (a broadcast
-    /// view) gains nothing from one bucket, since the ordinary check and passes already
-    /// read it once per slice, and takes the ordinary path: the sort and the row list cost
-    /// its add, max and mean about a quarter of their time (2-vCPU machine, 2026-11-25,
-    /// `scatterjit bench --threads 1`, three runs each, expanded add 18.4-21.2 ms with one
-    /// bucket, 13.9-15.8 without).
-    pub(super) fn buckets(
-        &self,
-        data_shape: &[usize],
-        indices: &TensorView<'_>,
-    ) -> Option<Buckets> {
+    /// 21.4 on two threads' buckets; max 20.5 and 31.0). So the engine lists buckets only
+    /// from [`set_engine_threads`] threads (4, the first count above that ratio). With
+    /// fewer, an index uniform by value is sorted for its keys alone: the sort's one read
+    /// of each index checks it, and the ordinary passes read one dense key per slice, as
+    /// they read an expanded index. An index uniform by layout (a broadcast view) gains
+    /// nothing from keys, since the ordinary check and passes already read it once per
+    /// slice, and takes the ordinary path: the sort and the row list cost its add, max
+    /// and mean about a quarter of their time (2-vCPU machine, 2026-11-25, `scatterjit
+    /// bench --threads 1`, three runs each, expanded add 18.4-21.2 ms with one bucket,
+    /// 13.9-15.8 without).
+    pub(super) fn sorted(&self, data_shape: &[usize], indices: &TensorView<'_>) -> Option<Sorted> {
         /// A bucket reads its slices' updates with gaps between them, the wider the more
         /// buckets there are; two per thread balance load for little extra CPU time
         /// (`scatter_add_gnn_expanded_f32` at 2 threads, CPU time per call over one
@@ -404,9 +400,9 @@ impl Kernel {
         }
         let spread = threads as i64 >= ENGINE_THREADS.load(Ordering::Relaxed);
         let target = match spread {
-            true => BUCKETS_PER_THREAD * threads,
+            true => Some(BUCKETS_PER_THREAD * threads),
             false if engine::uniform_by_layout(indices, axis) => return None,
-            false => 1,
+            false => None,
         };
         engine::sort(indices, axis, data_shape[axis], target)
     }
@@ -697,7 +693,7 @@ mod tests {
     }
 
     #[test]
-    fn empty_indices_with_huge_dims_take_no_buckets() {
+    fn empty_indices_with_huge_dims_are_not_sorted() {
         // The dims before the axis multiply past usize::MAX; the 0 makes them empty.
         let huge = 1usize << 33;
         let shape = [huge, huge, 0];
@@ -705,6 +701,6 @@ mod tests {
             .unwrap();
         let kernel = Kernel::compile(key).unwrap();
         let indices = crate::TensorView::new(DType::I64, &shape, &[0, 0, 0], 0, &[]).unwrap();
-        assert!(on_threads(3, || kernel.buckets(&shape, &indices)).is_none());
+        assert!(on_threads(3, || kernel.sorted(&shape, &indices)).is_none());
     }
 }

@@ -211,22 +211,6 @@ impl<'a> TensorView<'a> {
         (view, kept)
     }
 
-    /// The view with stride 0 on every dim but `axis`: each element repeats the one at
-    /// its axis coordinate and 0 elsewhere, a position of this view.
-    pub(crate) fn broadcast_off(&self, axis: usize) -> TensorView<'a> {
-        let mut layout = self.layout.clone();
-        for (d, stride) in layout.strides.iter_mut().enumerate() {
-            if d != axis {
-                *stride = 0;
-            }
-        }
-        TensorView {
-            layout,
-            bytes: self.bytes,
-            strings: self.strings,
-        }
-    }
-
     /// Address of position 0 (for kernels, which only reach validated positions).
     pub(crate) fn raw(&self) -> RawOperand<'_> {
         RawOperand {
