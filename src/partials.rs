@@ -7,6 +7,8 @@
 //! combines (wrapping add and mul, max, min, or, and) are associative and commutative, so
 //! the result is bit-identical to one thread. Float reductions never take this path.
 
+use std::sync::{Mutex, MutexGuard};
+
 use rayon::prelude::*;
 
 use scatterjit_ir::{DType, DTypeClass, Element, OpKind, Reduction};
@@ -25,11 +27,27 @@ pub(crate) fn qualifies(reduction: Reduction, dtype: DType) -> bool {
     )
 }
 
+/// Partial outputs of earlier calls, for later ones: at most [`KEPT_UP_TO`] bytes in all.
+/// A fresh buffer's pages map the shared zero page until written, and a pass reads its
+/// output before writing it, so each first write replaced a page, which flushes the TLB of
+/// every thread of the process: at 16 threads (a histogram's 15 partial outputs) those
+/// flushes took about 40% of the call (perf, 2026-11-27). A kept buffer's pages are its own.
+static KEPT: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+/// The most bytes of partial outputs [`KEPT`] holds between calls.
+const KEPT_UP_TO: usize = 64 << 20;
+
+/// The lock on the kept buffers (a poisoned lock still holds valid `Vec`s).
+fn kept() -> MutexGuard<'static, Vec<Vec<u8>>> {
+    KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// `count` output-sized buffers of `bytes` bytes each, holding the reduction's identity
-/// everywhere. They are the call's scratch: all of them together are checked against the
-/// scratch cap of [`crate::Limits`] before the first is allocated, and each is allocated
-/// fallibly. Partial outputs only speed a call up: the kernel runs the pass unsplit
-/// instead when they are refused.
+/// everywhere: kept ones where they are large enough (see [`keep`]), else new ones. They
+/// are the call's scratch: all of them together are checked against the scratch cap of
+/// [`crate::Limits`] before any is taken, and each new one is allocated fallibly. Partial
+/// outputs only speed a call up: the kernel runs the pass unsplit instead when they are
+/// refused.
 pub(crate) fn identity_buffers(
     op: OpKind,
     reduction: Reduction,
@@ -41,55 +59,85 @@ pub(crate) fn identity_buffers(
     let identity = reduction
         .identity_bytes(dtype)
         .expect("qualifying reductions have an identity");
-    (0..count)
-        .map(|_| {
-            let mut buffer: Vec<u8> = alloc::zeroed(op, Buffer::Scratch, bytes)?;
-            // Fresh zeroed pages cost nothing until written: fill only a non-zero identity.
-            if identity.iter().any(|&b| b != 0) {
-                for (b, &i) in buffer.iter_mut().zip(identity.iter().cycle()) {
-                    *b = i;
-                }
+    let mut buffers: Vec<Vec<u8>> = {
+        let mut kept = kept();
+        let mut taken = Vec::with_capacity(count);
+        while taken.len() < count {
+            match kept.iter().position(|b| b.capacity() >= bytes) {
+                Some(at) => taken.push(kept.swap_remove(at)),
+                None => break,
             }
-            Ok(buffer)
-        })
-        .collect()
+        }
+        taken
+    };
+    while buffers.len() < count {
+        buffers.push(alloc::zeroed(op, Buffer::Scratch, bytes)?);
+    }
+    let fill = |buffer: &mut Vec<u8>| {
+        // Within capacity: no allocation.
+        buffer.resize(bytes, 0);
+        match identity.iter().all(|&b| b == 0) {
+            true => buffer.fill(0),
+            false => buffer
+                .chunks_exact_mut(identity.len())
+                .for_each(|element| element.copy_from_slice(&identity)),
+        }
+    };
+    match count > 1 {
+        true => buffers.par_iter_mut().for_each(fill),
+        false => buffers.iter_mut().for_each(fill),
+    }
+    Ok(buffers)
+}
+
+/// Keeps `buffers` (a call's partial outputs, folded) for later calls, up to
+/// [`KEPT_UP_TO`] bytes in all; the rest are freed.
+pub(crate) fn keep(buffers: Vec<Vec<u8>>) {
+    let mut kept = kept();
+    let mut held: usize = kept.iter().map(Vec::capacity).sum();
+    for buffer in buffers {
+        if held + buffer.capacity() <= KEPT_UP_TO {
+            held += buffer.capacity();
+            kept.push(buffer);
+        }
+    }
 }
 
 /// `out = out ⊕ partial` for each partial in order, element by element.
 pub(crate) fn fold(reduction: Reduction, dtype: DType, out: &mut [u8], partials: &[Vec<u8>]) {
     // Big enough blocks that waking the pool pays; a multiple of every element size.
     const BLOCK: usize = 1 << 16;
-    let size = dtype.size();
     out.par_chunks_mut(BLOCK).enumerate().for_each(|(n, out)| {
         for partial in partials {
             let from = &partial[n * BLOCK..n * BLOCK + out.len()];
-            fold_block(reduction, dtype, size, out, from);
+            fold_block(reduction, dtype, out, from);
         }
     });
 }
 
-fn fold_block(reduction: Reduction, dtype: DType, size: usize, out: &mut [u8], from: &[u8]) {
-    fn each<T: Element>(size: usize, out: &mut [u8], from: &[u8], f: fn(T, T) -> T) {
+/// `out = out ⊕ from`, element by element.
+fn fold_block(reduction: Reduction, dtype: DType, out: &mut [u8], from: &[u8]) {
+    // A closure per reduction, not a function pointer, so that each loop inlines its
+    // combine (an indirect call per element took a sixth of a 16-thread histogram, perf).
+    fn each<T: Element>(out: &mut [u8], from: &[u8], f: impl Fn(T, T) -> T) {
+        let size = std::mem::size_of::<T>();
         for (o, p) in out.chunks_exact_mut(size).zip(from.chunks_exact(size)) {
             f(T::read_le(o), T::read_le(p)).write_le(o);
         }
     }
     scatterjit_ir::match_integer!(
         dtype,
-        T => {
-            let f: fn(T, T) -> T = match reduction {
-                Reduction::Add => |a, b| a.wrapping_add(b),
-                Reduction::Mul => |a, b| a.wrapping_mul(b),
-                Reduction::Max => |a, b| a.max(b),
-                Reduction::Min => |a, b| a.min(b),
-                _ => unreachable!("{reduction} does not qualify"),
-            };
-            each(size, out, from, f)
+        T => match reduction {
+            Reduction::Add => each(out, from, |a: T, b| a.wrapping_add(b)),
+            Reduction::Mul => each(out, from, |a: T, b| a.wrapping_mul(b)),
+            Reduction::Max => each(out, from, |a: T, b| a.max(b)),
+            Reduction::Min => each(out, from, |a: T, b| a.min(b)),
+            _ => unreachable!("{reduction} does not qualify"),
         },
         // Bools are 0 or 1: add and max are or, mul and min are and.
         DType::Bool => match reduction {
-            Reduction::Add | Reduction::Max => each::<u8>(size, out, from, |a, b| a | b),
-            Reduction::Mul | Reduction::Min => each::<u8>(size, out, from, |a, b| a & b),
+            Reduction::Add | Reduction::Max => each::<u8>(out, from, |a, b| a | b),
+            Reduction::Mul | Reduction::Min => each::<u8>(out, from, |a, b| a & b),
             _ => unreachable!("{reduction} does not qualify"),
         },
         _ => unreachable!("{dtype} does not qualify"),
@@ -126,6 +174,29 @@ mod tests {
         assert_eq!(buffers, [[1, 0, 1, 0]]);
         assert!(!qualifies(Reduction::Add, DType::F32));
         assert!(qualifies(Reduction::Max, DType::Bool));
+    }
+
+    #[test]
+    fn kept_buffers_come_back_filled_with_the_identity() {
+        let op = OpKind::ScatterElements;
+        // Other tests keep buffers too: whatever comes back, it holds the identity.
+        let mut used = identity_buffers(op, Reduction::Min, DType::I16, 6, 3).unwrap();
+        for buffer in &mut used {
+            buffer.fill(0x5a);
+        }
+        keep(used);
+        for (reduction, element) in [(Reduction::Min, [0xff, 0x7f]), (Reduction::Add, [0, 0])] {
+            let buffers = identity_buffers(op, reduction, DType::I16, 6, 4).unwrap();
+            assert_eq!(buffers.len(), 4);
+            for buffer in &buffers {
+                assert_eq!(buffer.len(), 6);
+                assert!(buffer.chunks_exact(2).all(|e| e == element), "{buffer:?}");
+            }
+            keep(buffers);
+        }
+        // Never more than the bound is held.
+        keep(vec![Vec::with_capacity(KEPT_UP_TO + 1)]);
+        assert!(kept().iter().map(Vec::capacity).sum::<usize>() <= KEPT_UP_TO);
     }
 
     #[test]

@@ -41,11 +41,15 @@ macro_rules! primitive_elements {
     ($($t:ty => $d:ident),* $(,)?) => {$(
         impl Element for $t {
             const DTYPE: DType = DType::$d;
+            // Inline across crates: host loops over elements (the partial outputs' fold)
+            // called these once per element.
+            #[inline]
             fn read_le(bytes: &[u8]) -> Self {
                 let mut raw = [0u8; std::mem::size_of::<$t>()];
                 raw.copy_from_slice(&bytes[..std::mem::size_of::<$t>()]);
                 <$t>::from_le_bytes(raw)
             }
+            #[inline]
             fn write_le(self, out: &mut [u8]) {
                 out[..std::mem::size_of::<$t>()].copy_from_slice(&self.to_le_bytes());
             }

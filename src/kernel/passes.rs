@@ -154,6 +154,7 @@ impl Kernel {
                 .dense_bytes_mut()
                 .expect("partial outputs are made for dense outputs only");
             partials::fold(key.reduction(), key.dtype(), out, &partial_outputs);
+            partials::keep(partial_outputs);
         }
         Ok(())
     }
