@@ -4,6 +4,7 @@
 use std::alloc::{self, Layout};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use scatterjit_ir::OpKind;
 
@@ -156,6 +157,54 @@ pub(crate) fn zeroed<T: Zeroable>(op: OpKind, buffer: Buffer, len: usize) -> Res
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
+/// Scratch buffers of earlier calls (compacted indices, partial outputs, `mean`'s
+/// counts), for later ones: at most [`KEPT_UP_TO`] bytes in all. A fresh buffer costs a
+/// page fault per page on its first touch, and where a pass reads a page before writing
+/// it (a reduction into zeroed scratch), the write then replaces the shared zero page,
+/// which flushes the TLB of every thread of the process: at 16 threads those flushes took
+/// about 40% of a histogram's call (its partial outputs; perf, BENCHMARKS.md).
+static KEPT: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+/// The most bytes of scratch [`KEPT`] holds between calls.
+const KEPT_UP_TO: usize = 128 << 20;
+
+/// The lock on the kept buffers (a poisoned lock still holds valid `Vec`s).
+fn kept() -> MutexGuard<'static, Vec<Vec<u8>>> {
+    KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `len` bytes of scratch with unspecified (initialized) contents: a kept buffer that
+/// holds them (see [`keep`]), else a new zeroed one under the cap for scratch.
+pub(crate) fn reused(op: OpKind, len: usize) -> Result<Vec<u8>> {
+    check(op, Buffer::Scratch, len as u128)?;
+    let taken = {
+        let mut kept = kept();
+        // The smallest that holds `len`, so that large buffers stay for large calls.
+        let fit = (0..kept.len())
+            .filter(|&at| kept[at].capacity() >= len)
+            .min_by_key(|&at| kept[at].capacity());
+        fit.map(|at| kept.swap_remove(at))
+    };
+    match taken {
+        Some(mut buffer) => {
+            // Within capacity: no allocation; the bytes past the old length are zeroed.
+            buffer.resize(len, 0);
+            Ok(buffer)
+        }
+        None => zeroed(op, Buffer::Scratch, len),
+    }
+}
+
+/// Keeps `buffer` (a call's scratch, done with) for a later [`reused`], as long as the
+/// kept buffers stay within [`KEPT_UP_TO`] bytes; else it is freed.
+pub(crate) fn keep(buffer: Vec<u8>) {
+    let mut kept = kept();
+    let held: usize = kept.iter().map(Vec::capacity).sum();
+    if buffer.capacity() > 0 && held + buffer.capacity() <= KEPT_UP_TO {
+        kept.push(buffer);
+    }
+}
+
 /// Allocations from this size on ask for transparent huge pages.
 const HUGE_PAGES_FROM: usize = 4 << 20;
 
@@ -187,6 +236,29 @@ fn advise_huge_pages(_ptr: *mut u8, _len: usize) {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kept_scratch_is_reused_within_its_bound_and_the_cap() {
+        let op = OpKind::ScatterElements;
+        let mut buffer = reused(op, 1000).unwrap();
+        assert_eq!(buffer.len(), 1000);
+        buffer.fill(7);
+        keep(buffer);
+        // Any buffer may come back (tests run in parallel), at the length asked for.
+        let buffer = reused(op, 10).unwrap();
+        assert_eq!(buffer.len(), 10);
+        keep(buffer);
+        keep(Vec::with_capacity(KEPT_UP_TO + 1));
+        assert!(kept().iter().map(Vec::capacity).sum::<usize>() <= KEPT_UP_TO);
+        let small = crate::Limits {
+            max_scratch_bytes: 100,
+            ..crate::Limits::default()
+        };
+        crate::with_limits(small, || {
+            let e = reused(op, 101).unwrap_err();
+            assert!(matches!(e, Error::LimitExceeded { bytes: 101, .. }), "{e}");
+        });
+    }
 
     #[test]
     fn zeroed_memory_is_zero_and_checked() {

@@ -7,8 +7,6 @@
 //! combines (wrapping add and mul, max, min, or, and) are associative and commutative, so
 //! the result is bit-identical to one thread. Float reductions never take this path.
 
-use std::sync::{Mutex, MutexGuard};
-
 use rayon::prelude::*;
 
 use scatterjit_ir::{DType, DTypeClass, Element, OpKind, Reduction};
@@ -27,25 +25,11 @@ pub(crate) fn qualifies(reduction: Reduction, dtype: DType) -> bool {
     )
 }
 
-/// Partial outputs of earlier calls, for later ones: at most [`KEPT_UP_TO`] bytes in all.
-/// A fresh buffer's pages map the shared zero page until written, and a pass reads its
-/// output before writing it, so each first write replaced a page, which flushes the TLB of
-/// every thread of the process: at 16 threads (a histogram's 15 partial outputs) those
-/// flushes took about 40% of the call (perf, 2026-11-27). A kept buffer's pages are its own.
-static KEPT: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-
-/// The most bytes of partial outputs [`KEPT`] holds between calls.
-const KEPT_UP_TO: usize = 64 << 20;
-
-/// The lock on the kept buffers (a poisoned lock still holds valid `Vec`s).
-fn kept() -> MutexGuard<'static, Vec<Vec<u8>>> {
-    KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// `count` output-sized buffers of `bytes` bytes each, holding the reduction's identity
-/// everywhere: kept ones where they are large enough (see [`keep`]), else new ones. They
-/// are the call's scratch: all of them together are checked against the scratch cap of
-/// [`crate::Limits`] before any is taken, and each new one is allocated fallibly. Partial
+/// everywhere: earlier calls' scratch where it is large enough (see [`keep`]), else new
+/// buffers. They are the call's scratch: all of them together are checked against the
+/// scratch cap of [`crate::Limits`] before any is taken, and each new one is allocated
+/// fallibly. Partial
 /// outputs only speed a call up: the kernel runs the pass unsplit instead when they are
 /// refused.
 pub(crate) fn identity_buffers(
@@ -59,29 +43,15 @@ pub(crate) fn identity_buffers(
     let identity = reduction
         .identity_bytes(dtype)
         .expect("qualifying reductions have an identity");
-    let mut buffers: Vec<Vec<u8>> = {
-        let mut kept = kept();
-        let mut taken = Vec::with_capacity(count);
-        while taken.len() < count {
-            match kept.iter().position(|b| b.capacity() >= bytes) {
-                Some(at) => taken.push(kept.swap_remove(at)),
-                None => break,
-            }
-        }
-        taken
-    };
-    while buffers.len() < count {
-        buffers.push(alloc::zeroed(op, Buffer::Scratch, bytes)?);
+    let mut buffers = Vec::with_capacity(count);
+    for _ in 0..count {
+        buffers.push(alloc::reused(op, bytes)?);
     }
-    let fill = |buffer: &mut Vec<u8>| {
-        // Within capacity: no allocation.
-        buffer.resize(bytes, 0);
-        match identity.iter().all(|&b| b == 0) {
-            true => buffer.fill(0),
-            false => buffer
-                .chunks_exact_mut(identity.len())
-                .for_each(|element| element.copy_from_slice(&identity)),
-        }
+    let fill = |buffer: &mut Vec<u8>| match identity.iter().all(|&b| b == 0) {
+        true => buffer.fill(0),
+        false => buffer
+            .chunks_exact_mut(identity.len())
+            .for_each(|element| element.copy_from_slice(&identity)),
     };
     match count > 1 {
         true => buffers.par_iter_mut().for_each(fill),
@@ -90,17 +60,9 @@ pub(crate) fn identity_buffers(
     Ok(buffers)
 }
 
-/// Keeps `buffers` (a call's partial outputs, folded) for later calls, up to
-/// [`KEPT_UP_TO`] bytes in all; the rest are freed.
+/// Keeps `buffers` (a call's partial outputs, folded) for later calls' scratch.
 pub(crate) fn keep(buffers: Vec<Vec<u8>>) {
-    let mut kept = kept();
-    let mut held: usize = kept.iter().map(Vec::capacity).sum();
-    for buffer in buffers {
-        if held + buffer.capacity() <= KEPT_UP_TO {
-            held += buffer.capacity();
-            kept.push(buffer);
-        }
-    }
+    buffers.into_iter().for_each(alloc::keep);
 }
 
 /// `out = out ⊕ partial` for each partial in order, element by element.
@@ -194,9 +156,6 @@ mod tests {
             }
             keep(buffers);
         }
-        // Never more than the bound is held.
-        keep(vec![Vec::with_capacity(KEPT_UP_TO + 1)]);
-        assert!(kept().iter().map(Vec::capacity).sum::<usize>() <= KEPT_UP_TO);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! copy. The indices are then read once from their own memory, not twice: the copy is a
 //! quarter (or half) of their bytes.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use scatterjit_ir::{checked_numel, DType, KernelKey, OpKind, Operand, PassKind};
 
@@ -12,73 +12,37 @@ use super::bind::Operands;
 use super::Kernel;
 use crate::alloc;
 use crate::check;
-use crate::error::{Buffer, Result};
+use crate::error::Result;
 use crate::tensor::{TensorView, TensorViewMut};
 
 /// The index dtypes wide indices compact to, narrowest first.
 pub(super) const NARROW: [DType; 2] = [DType::U16, DType::U32];
-
-/// The largest copy buffer kept for a later call.
-const KEPT_UP_TO: usize = 64 << 20;
-
-/// The buffer of an earlier copy, for the next one: a fresh one costs a fill with zeros
-/// (or as many page faults) before the copy writes it again, which at two threads took
-/// more time than the copy saves (BENCHMARKS.md). One for the process, so that at most
-/// [`KEPT_UP_TO`] bytes stay allocated between calls; a call that finds it taken makes
-/// its own. Its bytes are always initialized; a copy overwrites the part it uses before
-/// anything reads it.
-static KEPT: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-
-/// The lock on the kept buffer (a poisoned lock still holds a valid `Vec`).
-fn kept() -> std::sync::MutexGuard<'static, Vec<u8>> {
-    KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// Checked indices copied to a narrower type, and the kernel whose apply pass reads them.
 pub(super) struct Compacted<'k> {
     sibling: &'k Kernel,
     dtype: DType,
     shape: Vec<usize>,
-    /// The copy, then whatever an earlier, longer copy left.
+    /// The copy.
     buffer: Vec<u8>,
 }
 
+// A fresh copy buffer costs a fill with zeros (or as many page faults) before the copy
+// writes it again, which at two threads took more time than the copy saves (BENCHMARKS.md):
+// copies reuse earlier calls' scratch (`alloc::reused`).
 impl Drop for Compacted<'_> {
     fn drop(&mut self) {
-        keep(std::mem::take(&mut self.buffer));
+        alloc::keep(std::mem::take(&mut self.buffer));
     }
-}
-
-/// Keeps `buffer` for a later copy if it holds at most [`KEPT_UP_TO`] bytes and more than
-/// the buffer kept now.
-fn keep(buffer: Vec<u8>) {
-    let mut kept = kept();
-    if buffer.len() <= KEPT_UP_TO && buffer.len() > kept.len() {
-        *kept = buffer;
-    }
-}
-
-/// A buffer of at least `len` initialized bytes: the kept one if it is large enough, else
-/// a new zeroed one (`None` if refused).
-fn buffer(op: OpKind, len: usize) -> Option<Vec<u8>> {
-    {
-        let mut kept = kept();
-        if kept.len() >= len {
-            return Some(std::mem::take(&mut *kept));
-        }
-    }
-    alloc::zeroed::<u8>(op, Buffer::Scratch, len).ok()
 }
 
 impl Compacted<'_> {
     /// The copy, as the sibling's row-major indices.
     pub(super) fn view(&self) -> Result<TensorView<'_>> {
-        // A copy is made of many indices, none empty: the product is their count.
-        let len = self.shape.iter().product::<usize>() * self.dtype.size();
         Ok(TensorView::contiguous(
             self.dtype,
             &self.shape,
-            &self.buffer[..len],
+            &self.buffer,
         )?)
     }
 
@@ -152,19 +116,17 @@ impl Kernel {
         };
         let len = count * to.size();
         // The copy only saves time: refused, the call reads the indices twice.
-        if alloc::check(key.kind(), Buffer::Scratch, len as u128).is_err() {
-            return Ok(None);
-        }
-        let Some(mut buffer) = buffer(key.kind(), len) else {
+        let Ok(mut buffer) = alloc::reused(key.kind(), len) else {
             return Ok(None);
         };
-        let copy = &mut buffer[..len];
         let in_range = match dense {
-            Some(dense) => check::compact_into(key.index_dtype(), dense, size, to.size(), copy),
-            None => check::compact_strided(indices, size, to.size(), copy),
+            Some(dense) => {
+                check::compact_into(key.index_dtype(), dense, size, to.size(), &mut buffer)
+            }
+            None => check::compact_strided(indices, size, to.size(), &mut buffer),
         };
         if !in_range {
-            keep(buffer);
+            alloc::keep(buffer);
             return Ok(None);
         }
         let sibling = self.narrow_sibling(to)?;

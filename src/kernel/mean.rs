@@ -3,6 +3,7 @@
 //! [`Counts::PerRow`]), allocated under the scratch cap before the first write, so that
 //! running out of memory leaves the output as it was.
 
+use rayon::prelude::*;
 use scatterjit_ir::{checked_numel, row_major_strides, DTypeClass, Operand, PassKind};
 
 use super::bind::{bind, variant_of, Operands};
@@ -198,13 +199,34 @@ impl Kernel {
             bytes,
         })?;
         let sums = numel * (self.scratch_per_element() - COUNT_SIZE);
+        let mut bytes = alloc::reused(op, len)?;
+        // The apply counts from 0 (init, where it runs, writes the sums).
+        zero(&mut bytes[..len - sums]);
         Ok(Some(Scratch {
-            bytes: alloc::zeroed(op, Buffer::Scratch, len)?,
+            bytes,
             shape: out_shape.to_vec(),
             count_strides: count_strides(out_shape, counts),
             sum_strides: (!self.sums_in_output()).then(|| strides_of(out_shape)),
             count_bytes: len - sums,
         }))
+    }
+}
+
+/// Sets `bytes` to 0, in parallel where it is large.
+fn zero(bytes: &mut [u8]) {
+    /// Bytes per task.
+    const CHUNK: usize = 1 << 20;
+    match bytes.len() >= 2 * CHUNK && crate::threads::available() > 1 {
+        true => bytes.par_chunks_mut(CHUNK).for_each(|chunk| chunk.fill(0)),
+        false => bytes.fill(0),
+    }
+}
+
+// Kept for later calls: fresh counts' pages are read (the zero page) before they are
+// written, and each such write flushes every thread's TLB (see `alloc::reused`).
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        alloc::keep(std::mem::take(&mut self.bytes));
     }
 }
 
