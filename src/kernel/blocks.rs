@@ -20,9 +20,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use scatterjit_ir::{checked_numel, match_integer, DType, KernelKey, OpKind, Operand, PassKind};
+use scatterjit_ir::{checked_numel, match_integer, DType, KernelKey, OpKind};
 
-use super::bind::Operands;
 use super::tier::{repaid, specialize_after};
 use super::Kernel;
 use crate::error::Result;
@@ -185,13 +184,7 @@ impl Kernel {
             let sibling = self.block_sibling(unit, table.dtype)?;
             let entries = table.bytes.len() / table.dtype.size();
             let index = TensorView::contiguous(table.dtype, &[entries], &table.bytes)?;
-            let ops = Operands::default()
-                .with(Operand::Data, view.raw())
-                .with(Operand::Indices, index.raw())
-                .with(Operand::Output, to.raw());
-            sibling
-                .run_pass(PassKind::Apply, &ops)
-                .map_err(|stop| self.bad_index(PassKind::Apply, stop, data.shape(), indices))?;
+            sibling.apply_gather(self, (&view, &index, &mut to), (data.shape(), indices))?;
         }
         Ok(true)
     }

@@ -6,9 +6,8 @@
 
 use std::sync::Arc;
 
-use scatterjit_ir::{checked_numel, DType, KernelKey, OpKind, Operand, PassKind};
+use scatterjit_ir::{checked_numel, DType, KernelKey, OpKind};
 
-use super::bind::Operands;
 use super::Kernel;
 use crate::alloc;
 use crate::check;
@@ -182,14 +181,9 @@ impl Kernel {
             return Ok(false);
         };
         let view = compacted.view()?;
-        let ops = Operands::default()
-            .with(Operand::Data, data.raw())
-            .with(Operand::Indices, view.raw())
-            .with(Operand::Output, out.raw());
         compacted
             .sibling()
-            .run_pass(PassKind::Apply, &ops)
-            .map_err(|stop| self.bad_index(PassKind::Apply, stop, data.shape(), indices))?;
+            .apply_gather(self, (data, &view, out), (data.shape(), indices))?;
         Ok(true)
     }
 }

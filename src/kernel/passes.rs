@@ -140,11 +140,7 @@ impl Kernel {
                     }
                     None => {
                         let data = data.expect("gathers read data");
-                        let ops = Operands::default()
-                            .with(Operand::Data, data.raw())
-                            .with(Operand::Indices, indices.raw())
-                            .with(Operand::Output, out.raw());
-                        self.run_pass(pass, &ops).map_err(|stop| bad(pass, stop))?;
+                        self.apply_gather(self, (data, indices, out), (&data_shape, indices))?;
                     }
                 },
             }
@@ -157,6 +153,24 @@ impl Kernel {
             partials::keep(partial_outputs);
         }
         Ok(())
+    }
+
+    /// The apply pass of a Gather or GatherElements kernel (this one, or a sibling that
+    /// `caller` runs a call on) reading `data` at `picks` into `out`; a bad index is named
+    /// as `caller`'s check names it in the call, whose data has `call_shape` and whose
+    /// indices are `call_indices`.
+    pub(super) fn apply_gather(
+        &self,
+        caller: &Kernel,
+        (data, picks, out): (&TensorView<'_>, &TensorView<'_>, &mut TensorViewMut<'_>),
+        (call_shape, call_indices): (&[usize], &TensorView<'_>),
+    ) -> Result<()> {
+        let ops = Operands::default()
+            .with(Operand::Data, data.raw())
+            .with(Operand::Indices, picks.raw())
+            .with(Operand::Output, out.raw());
+        self.run_pass(PassKind::Apply, &ops)
+            .map_err(|stop| caller.bad_index(PassKind::Apply, stop, call_shape, call_indices))
     }
 
     /// Out-of-place scatter's first step, `out = data`: a parallel `memcpy` when both are
