@@ -29,7 +29,8 @@ use scatterjit_ir::DType;
 
 use super::combine::splat_constant;
 
-/// f16 bits (an `I16` value) -> the exactly equal `F32`.
+/// f16 bits (an `I16` value, or an `I32` holding them sign-extended) -> the exactly equal
+/// `F32`.
 ///
 /// Normals, subnormals, ±0 and ±inf convert exactly; a NaN becomes a quiet NaN with the
 /// same sign (the payload is kept where the hardware keeps it).
@@ -50,8 +51,12 @@ use super::combine::splat_constant;
 /// no branches.
 pub(crate) fn f16_to_f32(b: &mut FunctionBuilder, bits: Value) -> Value {
     let flags = MemFlagsData::new();
-    // Sign-extending puts the f16 sign bit into bit 31 directly.
-    let s = b.ins().sextend(I32, bits);
+    // Sign-extending puts the f16 sign bit into bit 31 directly; an `I32` comes
+    // sign-extended already (`sload16`).
+    let s = match b.func.dfg.value_type(bits) {
+        I32 => bits,
+        _ => b.ins().sextend(I32, bits),
+    };
     let sign = b.ins().band_imm_u(s, 0x8000_0000_i64);
     let two_w = b.ins().ishl_imm_u(s, 17_i64);
 
@@ -132,12 +137,17 @@ pub(crate) fn f32_to_f16(b: &mut FunctionBuilder, x: Value) -> Value {
     b.ins().ireduce(I16, r)
 }
 
-/// bf16 bits (`I16`) -> `F32`, exactly: the 16 bits shifted into the top half of the f32
+/// bf16 bits (`I16`, or an `I32` holding them zero-extended) -> `F32`, exactly: the 16
+/// bits shifted into the top half of the f32
 /// (so a NaN keeps its sign and payload, and a signalling NaN stays signalling).
 ///
 /// 3 CLIF instructions.
 pub(crate) fn bf16_to_f32(b: &mut FunctionBuilder, bits: Value) -> Value {
-    let w = b.ins().uextend(I32, bits);
+    // An `I32` comes zero-extended already (`uload16`).
+    let w = match b.func.dfg.value_type(bits) {
+        I32 => bits,
+        _ => b.ins().uextend(I32, bits),
+    };
     let w = b.ins().ishl_imm_u(w, 16_i64);
     b.ins().bitcast(F32, MemFlagsData::new(), w)
 }
@@ -314,11 +324,14 @@ mod tests {
     fn jit(emit: Emitter, arg_ty: Type) -> Converter {
         let code = compile(&[I32], &[I32], |b, args| {
             let p = args[0];
-            let arg = if arg_ty == I16 {
-                b.ins().ireduce(I16, p)
-            } else {
-                assert_eq!(arg_ty, F32);
-                b.ins().bitcast(F32, MemFlagsData::new(), p)
+            let arg = match arg_ty {
+                I16 => b.ins().ireduce(I16, p),
+                // Bits widened as `sload16` / `uload16` widen them.
+                I32 => p,
+                _ => {
+                    assert_eq!(arg_ty, F32);
+                    b.ins().bitcast(F32, MemFlagsData::new(), p)
+                }
             };
             let out = emit(b, arg);
             let ret = match b.func.dfg.value_type(out) {
@@ -529,6 +542,22 @@ mod tests {
             }
         }
         fails.finish("f16_to_f32", 1 << 16);
+    }
+
+    #[test]
+    fn widened_bits_convert_as_narrow_ones() {
+        let (f16_narrow, f16_wide) = (jit(f16_to_f32, I16), jit(f16_to_f32, I32));
+        let (bf16_narrow, bf16_wide) = (jit(bf16_to_f32, I16), jit(bf16_to_f32, I32));
+        for h in 0..=u16::MAX {
+            let signed = h as i16 as i32 as u32;
+            assert_eq!(
+                (f16_wide.f)(signed),
+                (f16_narrow.f)(u32::from(h)),
+                "{h:#06x}"
+            );
+            let zero = u32::from(h);
+            assert_eq!((bf16_wide.f)(zero), (bf16_narrow.f)(zero), "{h:#06x}");
+        }
     }
 
     #[test]
