@@ -200,8 +200,11 @@ impl Kernel {
         })?;
         let sums = numel * (self.scratch_per_element() - COUNT_SIZE);
         let mut bytes = alloc::reused(op, len)?;
-        // The apply counts from 0 (init, where it runs, writes the sums).
-        zero(&mut bytes[..len - sums]);
+        // The apply counts from 0: init, where it runs, starts every count (and sum);
+        // without it, earlier calls' counts are cleared here.
+        if !self.runs(PassKind::Init) {
+            zero(&mut bytes[..len - sums]);
+        }
         Ok(Some(Scratch {
             bytes,
             shape: out_shape.to_vec(),
