@@ -3,7 +3,8 @@
 //! For every workload ([`suite::WORKLOADS`]) it generates the inputs from a fixed seed,
 //! checks the JIT (at 1 thread and at all threads) and the interpreted baseline against the
 //! reference interpreter, then times four engines in interleaved rounds (so a noisy
-//! neighbour hurts them alike) and reports medians:
+//! neighbour hurts them alike), each timed call right after an untimed one of its own
+//! engine, and reports medians:
 //!
 //! - `interp`: [`interpreted::run_into`], the dispatch-once loop of a framework without a JIT;
 //! - `jit x1`, `jit xN`: [`scatterjit::Kernel::run_into`] into a reused output buffer, in a rayon
@@ -251,12 +252,17 @@ fn run_workload(
     while round < min_rounds || (started.elapsed() < min_time && round < 200) {
         round += 1;
         step(&format!("round {round}"));
+        // Each timed call follows an untimed one of its own engine, so that it finds the
+        // caches as that engine leaves them. After a call on another thread count, a call
+        // finds its scratch (compacted indices, partial outputs) in other cores' caches: the
+        // histogram at 2 threads ran as slowly as at 1 (12 ms against 6-7 ms).
         let time = |f: &mut dyn FnMut() -> Result<()>| -> Result<Duration> {
+            f()?;
             let start = Instant::now();
             f()?;
             Ok(start.elapsed())
         };
-        // Round 0 warms every engine up and is not recorded.
+        // Round 1 warms every engine up (its first calls compile) and is not recorded.
         let samples = [
             time(&mut || {
                 interpreted::run_into(
