@@ -9,6 +9,7 @@ use scatterjit::{Kernel, KernelKey};
 const KEYS: &[&str] = &[
     "scatter_elements.f32.i64.r2.a1.add",
     "scatter_elements.f16.i32.r2.a1.none",
+    "scatter_elements.f16.i64.r1.a0.add",
     "scatter_elements.bf16.i64.r2.a0.max.noinit",
     "scatter_elements.i8.u8.r3.a0.mean.noinit",
     "scatter_elements.c64.i64.r1.a0.mul",

@@ -84,6 +84,25 @@ pub(crate) fn f16_to_f32(b: &mut FunctionBuilder, bits: Value) -> Value {
     b.ins().bitcast(F32, flags, r)
 }
 
+/// [`f16_to_f32`]'s method run on the host: the same integer steps and the same float
+/// multiply and subtract, so on the machine that runs the JIT code the same bits for every
+/// input, NaN payloads included. It fills the table that JIT code decodes scalar f16
+/// elements through (`crate::jit`'s `f16_table`).
+pub(crate) fn f16_to_f32_bits(h: u16) -> u32 {
+    let s = h as i16 as i32 as u32;
+    let sign = s & 0x8000_0000;
+    let two_w = s << 17;
+    let n = (two_w >> 4).wrapping_add(0x7000_0000);
+    let normal = (f32::from_bits(n) * f32::from_bits(0x0780_0000)).to_bits();
+    let d = (two_w >> 17) | 0x3f00_0000;
+    let subnormal = (f32::from_bits(d) - 0.5).to_bits();
+    let magnitude = match two_w < 1 << 27 {
+        true => subnormal,
+        false => normal,
+    };
+    magnitude | sign
+}
+
 /// `F32` -> f16 bits (`I16`), rounding to nearest, ties to even.
 ///
 /// Values at or above the f16 overflow threshold (65520 in magnitude) and ±inf give ±inf
@@ -542,6 +561,18 @@ mod tests {
             }
         }
         fails.finish("f16_to_f32", 1 << 16);
+    }
+
+    #[test]
+    fn host_decoding_matches_the_emitter_bit_for_bit() {
+        let j = jit(f16_to_f32, I16);
+        for h in 0..=u16::MAX {
+            let (got, want) = (f16_to_f32_bits(h), (j.f)(u32::from(h)));
+            assert_eq!(
+                got, want,
+                "{h:#06x}: host {got:#010x}, emitter {want:#010x}"
+            );
+        }
     }
 
     #[test]

@@ -8,4 +8,5 @@ pub(crate) mod lower;
 #[cfg(test)]
 mod test_jit;
 
+pub(crate) use half::f16_to_f32_bits;
 pub(crate) use lower::{build_pass, prefetch_helper_signature, Machine, Prefetch};

@@ -12,13 +12,14 @@ use cranelift_codegen::{verify_function, Context};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
-use scatterjit_ir::{PassKind, Plan};
+use scatterjit_ir::{DType, PassKind, Plan};
 use target_lexicon::{Architecture, Triple};
 
 use crate::abi::Variant;
 use crate::codegen::{self, Machine, Prefetch};
 use crate::error::{Error, Result};
 
+mod f16_table;
 mod prefetch;
 
 pub(crate) use prefetch::cache_resident;
@@ -166,6 +167,7 @@ fn machine(isa: &dyn TargetIsa, config: TargetFrontendConfig) -> Machine {
         config,
         vectors,
         prefetch: None,
+        f16_table: None,
     }
 }
 
@@ -182,7 +184,8 @@ pub(crate) fn pass_signature<M: Module>(module: &M) -> Signature {
 /// Where compiled code will run, which decides what it may call besides `memcpy`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum CodeHome {
-    /// In this process (the JIT): it may call the host's prefetch helper.
+    /// In this process (the JIT): it may call the host's prefetch helper and read its f16
+    /// table.
     Process,
     /// In an object file linked elsewhere: it calls nothing of ours.
     Object,
@@ -238,6 +241,15 @@ pub(crate) fn define_pass<M: Module>(
         }
         _ => None,
     };
+    let f16_table = match home {
+        CodeHome::Process if key.dtype() == DType::F16 => Some(
+            module
+                .declare_data(f16_table::SYMBOL, Linkage::Import, false, false)
+                .map_err(declare_error)?
+                .as_u32(),
+        ),
+        _ => None,
+    };
     let (mut ctx, mut fctx) = CONTEXTS
         .with(Cell::take)
         .unwrap_or_else(|| (Context::new(), FunctionBuilderContext::new()));
@@ -248,6 +260,7 @@ pub(crate) fn define_pass<M: Module>(
             let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
             let mut machine = machine(module.isa(), module.target_config());
             machine.prefetch = prefetch;
+            machine.f16_table = f16_table;
             codegen::build_pass(&mut b, &key, nest, variant, machine, listed);
             b.finalize(module.target_config());
         }
@@ -304,6 +317,9 @@ pub(crate) fn compile(
     if let Some(address) = prefetch::address() {
         builder.symbol(prefetch::SYMBOL, address);
         builder.symbol(prefetch::FROM_SYMBOL, prefetch::from_address());
+    }
+    if plan.key.dtype() == DType::F16 {
+        builder.symbol(f16_table::SYMBOL, f16_table::address());
     }
     let mut module = JITModule::new(builder);
     let listed_suffix = if listed { ".listed" } else { "" };

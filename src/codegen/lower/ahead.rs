@@ -12,10 +12,9 @@
 //! (an out-of-range one is skipped) and requests lines without reading them.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::immediates::Imm64;
 use cranelift_codegen::ir::{
-    types, AbiParam, ExtFuncData, ExternalName, FuncRef, GlobalValueData, InstBuilder,
-    MemFlagsData, Signature, UserExternalName, Value,
+    types, AbiParam, ExtFuncData, ExternalName, FuncRef, InstBuilder, MemFlagsData, Signature,
+    UserExternalName, Value,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 
@@ -269,19 +268,7 @@ impl Lowering<'_, '_> {
     /// Loads the smallest extent whose picks are prefetched from data object `id` (the
     /// host's setting, see `jit::set_prefetch_from`).
     fn load_from_bytes(&mut self, id: u32) -> Value {
-        // Namespace 1 holds a module's data objects, as `Module::declare_data_in_func` names
-        // them.
-        let name = self
-            .b
-            .func
-            .declare_imported_user_function(UserExternalName::new(1, id));
-        let symbol = self.b.create_global_value(GlobalValueData::Symbol {
-            name: ExternalName::user(name),
-            offset: Imm64::new(0),
-            colocated: false,
-            tls: false,
-        });
-        let at = self.b.ins().symbol_value(self.ptr, symbol);
+        let at = super::symbol_address(self.b, self.ptr, id);
         // The host's own aligned static, valid for the life of the process.
         self.b
             .ins()

@@ -131,14 +131,14 @@ impl Lowering<'_, '_> {
                     self.b.ins().store(data_flags(), v, dest_ptr, 0);
                     return;
                 }
-                let old = combine::load(self.b, dtype, dest_ptr);
-                let new = combine::load(self.b, dtype, src_ptr);
+                let old = self.load_element(dest_ptr);
+                let new = self.load_element(src_ptr);
                 let v = combine::reduce(self.b, reduction, dtype, old, new);
                 combine::store(self.b, dtype, v, dest_ptr);
             }
             (Combine::Accumulate(acc), Some(Source::Read(src))) => {
                 let src_ptr = self.address(ptrs, src.operand, k);
-                let new = combine::load(self.b, dtype, src_ptr);
+                let new = self.load_element(src_ptr);
                 let wide = combine::widen(self.b, dtype, acc, new);
                 let sum = self
                     .b
@@ -155,7 +155,7 @@ impl Lowering<'_, '_> {
                 let sum = match source {
                     Source::Read(src) => {
                         let src_ptr = self.address(ptrs, src.operand, k);
-                        let v = combine::load(self.b, dtype, src_ptr);
+                        let v = self.load_element(src_ptr);
                         combine::widen(self.b, dtype, acc, v)
                     }
                     Source::Identity(_) => self.constant(&acc.identity_bytes()),

@@ -28,18 +28,24 @@ mod row;
 mod vector;
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::immediates::Imm64;
+use cranelift_codegen::ir::{
+    types, Block, ExternalName, GlobalValueData, InstBuilder, MemFlagsData, Type, UserExternalName,
+    Value,
+};
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
-use scatterjit_ir::{Coord, KernelKey, LoopNest, Operand};
+use scatterjit_ir::{Combine, Coord, DType, KernelKey, LoopNest, Operand};
 
 pub(crate) use ahead::prefetch_helper_signature;
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_BAD_INDEX, STATUS_OK};
+use crate::codegen::combine::{self, data_flags};
 
 /// What the lowering may emit on the machine it compiles for. Everything else it emits is
 /// target-neutral CLIF: integer and float scalars, loads and stores of the target's pointer
-/// type, calls to `memcpy`, and (in this process only) calls to the prefetch helper.
+/// type, calls to `memcpy`, and (in this process only) calls to the prefetch helper and
+/// loads from the f16 table.
 #[derive(Clone, Copy)]
 pub(crate) struct Machine {
     /// The target's pointer type and calling convention.
@@ -51,6 +57,10 @@ pub(crate) struct Machine {
     /// The host's prefetch helper and its threshold (see [`ahead`]), where the code runs in
     /// this process and the host has one; `None` in object files.
     pub(crate) prefetch: Option<Prefetch>,
+    /// The number of the data object holding the host's f16 -> f32 table (65,536 f32 bit
+    /// patterns), which scalar f16 elements are decoded through: in this process, for f16
+    /// kernels; `None` elsewhere, where they are decoded arithmetically.
+    pub(crate) f16_table: Option<u32>,
 }
 
 /// What the prefetching code imports from the module it is compiled into (see [`ahead`]).
@@ -98,6 +108,8 @@ struct Lowering<'a, 'b> {
     variant: Variant,
     machine: Machine,
     listed: bool,
+    /// The address of [`Machine::f16_table`], taken in the entry block.
+    f16_table: Option<Value>,
 }
 
 /// Emits `nest` as the body of the function `b` builds for `machine`, its innermost loop
@@ -149,6 +161,18 @@ pub(crate) fn build_pass(
         })
         .collect();
 
+    // Only passes that compute with f16 elements read them as f32 (a copy moves bits, max
+    // and min compare them as integers).
+    let computes = match nest.combine {
+        Combine::Assign => false,
+        Combine::Reduce(reduction) => combine::half_extremum_of(reduction, key.dtype()).is_none(),
+        _ => true,
+    };
+    let f16_table = machine
+        .f16_table
+        .filter(|_| key.dtype() == DType::F16 && computes)
+        .map(|id| symbol_address(b, ptr, id));
+
     let done = b.create_block();
     let bad = b.create_block();
     // Out of line: the index check's branch falls through on the hot path.
@@ -180,6 +204,7 @@ pub(crate) fn build_pass(
         variant,
         machine,
         listed,
+        f16_table,
     };
     let bases: Vec<Value> = lowering.accesses.iter().map(|a| a.base).collect();
     if layout.depth == 0 {
@@ -204,7 +229,38 @@ pub(crate) fn build_pass(
     b.seal_all_blocks();
 }
 
+/// The address of the module's data object number `id` (an import of the host's).
+fn symbol_address(b: &mut FunctionBuilder, ptr: Type, id: u32) -> Value {
+    // Namespace 1 holds a module's data objects, as `Module::declare_data_in_func` names
+    // them.
+    let name = b
+        .func
+        .declare_imported_user_function(UserExternalName::new(1, id));
+    let symbol = b.create_global_value(GlobalValueData::Symbol {
+        name: ExternalName::user(name),
+        offset: Imm64::new(0),
+        colocated: false,
+        tls: false,
+    });
+    b.ins().symbol_value(ptr, symbol)
+}
+
 impl Lowering<'_, '_> {
+    /// Loads the element of the kernel's dtype at `at` for arithmetic: f16 through the
+    /// host's table where the code has it (one load of a 256 KiB table, mostly in cache),
+    /// otherwise as [`combine::load`] does, with the same bits.
+    pub(super) fn load_element(&mut self, at: Value) -> combine::Val {
+        let Some(table) = self.f16_table else {
+            return combine::load(self.b, self.key.dtype(), at);
+        };
+        let bits = self.b.ins().uload16(types::I64, data_flags(), at, 0);
+        let offset = self.b.ins().ishl_imm_u(bits, 2_i64);
+        let entry = self.b.ins().iadd(table, offset);
+        // The host's table: aligned, valid for the life of the process, never written.
+        let flags = MemFlagsData::trusted().with_readonly();
+        combine::Val::Scalar(self.b.ins().load(types::F32, flags, entry, 0))
+    }
+
     /// Loads parameter `slot` (an i64) here.
     pub(super) fn param(&mut self, slot: usize) -> Value {
         // Not `readonly`: the load must stay where it is put, not be hoisted to the entry.

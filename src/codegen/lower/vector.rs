@@ -65,7 +65,7 @@ impl Lowering<'_, '_> {
     /// for widened f16 and bf16, converted once).
     pub(super) fn splat_source(&mut self, at: Value) -> Value {
         let x = match self.widened_halves() {
-            Some(_) => combine::load(self.b, self.key.dtype(), at).scalar(),
+            Some(_) => self.load_element(at).scalar(),
             None => {
                 let lane = self.vector_type().lane_type();
                 self.b.ins().load(lane, data_flags(), at, 0)
