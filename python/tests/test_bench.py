@@ -1,6 +1,7 @@
 """python -m scatterjit.bench runs (a small case), and its inputs follow the suite's rules."""
 
 import numpy as np
+import pytest
 
 from scatterjit import bench
 
@@ -47,3 +48,16 @@ def test_extra_workloads_keep_their_transposed_indices(capsys):
     assert bench.main(["--extra", "--quick", "--only", "scatter_min_transposed_i64", "--rounds", "1", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert "| scatter_min_transposed_i64 |" in out and "✗" not in out
+
+
+def test_half_mode_times_16_bit_element_reductions(capsys):
+    pytest.importorskip("ml_dtypes")
+    names = ["scatter_add_rows_f16", "scatter_add_rows_bf16"]
+    argv = ["--half", "--quick", "--rounds", "1", "--threads", "1"]
+    assert bench.main(argv + [a for n in names for a in ("--only", n)]) == 0
+    out = capsys.readouterr().out
+    assert "✗" not in out
+    for name in names:
+        assert f"| {name} |" in out
+    data, indices, updates = bench.inputs(bench.HALF[4], div=8)
+    assert data.dtype.name == "bfloat16" and updates.dtype.name == "bfloat16"
