@@ -1,6 +1,6 @@
 //! `mean`'s scratch: the counts and sums its init, apply and finish nests walk (laid out
-//! as `abi::scratch_per_element` says, or with one count per destination row, see
-//! [`Counts::PerRow`]), allocated under the scratch cap before the first write, so that
+//! as `abi::scratch_per_element` says, or with one count per destination slice, see
+//! [`Counts::PerSlice`]), allocated under the scratch cap before the first write, so that
 //! running out of memory leaves the output as it was.
 
 use rayon::prelude::*;
@@ -18,12 +18,13 @@ use crate::tensor::{Address, RawOperand};
 pub(super) enum Counts {
     /// One per output element, shaped like the output.
     PerElement,
-    /// One per row of the output's last dim: every element of a row gets the same number
-    /// of updates when each update row lands whole on one destination row (see
-    /// [`Kernel::counts`]). The counts are bound with stride 0 along the last dim, so the
-    /// init and finish nests read them as they read per-element ones, and the apply nest's
-    /// row variant counts each row once.
-    PerRow,
+    /// One per slice of the output's last `n` dims (`PerSlice(n)`, `n` at least 1): every
+    /// element of a slice gets the same number of updates when each update slice lands
+    /// whole on one destination slice (see [`Kernel::counts`]). The counts are bound with
+    /// stride 0 along those dims, so the init and finish nests read them as they read
+    /// per-element ones, and the apply nest's row variant, whose row is the whole slice,
+    /// counts each slice once.
+    PerSlice(usize),
 }
 
 /// One call's counts and sums.
@@ -44,17 +45,22 @@ fn strides_of(shape: &[usize]) -> Vec<isize> {
         .collect()
 }
 
-/// The counts' strides: row-major, or per row (row-major over all dims but the last,
-/// stride 0 along it).
+/// The counts' strides: row-major, or per slice of the last `n` dims (row-major over the
+/// others, stride 0 along those).
 fn count_strides(out_shape: &[usize], counts: Counts) -> Vec<isize> {
-    match (counts, out_shape.split_last()) {
-        (Counts::PerRow, Some((_, rows))) => {
-            let mut strides = strides_of(rows);
-            strides.push(0);
+    match counts {
+        Counts::PerSlice(n) if n <= out_shape.len() => {
+            let mut strides = strides_of(&out_shape[..out_shape.len() - n]);
+            strides.resize(out_shape.len(), 0);
             strides
         }
         _ => strides_of(out_shape),
     }
+}
+
+/// Elements in one slice of the last `n` dims of `shape`.
+fn slice_len(shape: &[usize], n: usize) -> usize {
+    shape[shape.len().saturating_sub(n)..].iter().product()
 }
 
 impl Kernel {
@@ -96,10 +102,10 @@ impl Kernel {
             return u128::MAX;
         };
         let numel = numel as u128;
-        match (counts, out_shape.last()) {
-            (Counts::PerRow, Some(&last)) if last > 0 && per_element > 0 => {
+        match counts {
+            Counts::PerSlice(n) if slice_len(out_shape, n) > 0 && per_element > 0 => {
                 let sums = numel * (per_element - COUNT_SIZE as u128);
-                sums + numel / last as u128 * COUNT_SIZE as u128
+                sums + numel / slice_len(out_shape, n) as u128 * COUNT_SIZE as u128
             }
             _ => numel * per_element,
         }
@@ -118,56 +124,40 @@ impl Kernel {
         )
     }
 
-    /// Which counts this call's passes can keep (see [`Counts::PerRow`]): per row when the
-    /// apply pass, bound as it will run (`axis_first` on the engine), takes the broadcast
-    /// variant with the index and per-row counts both still along the innermost loop, that
-    /// loop is the output's last dim (not the axis), and the index spans that whole dim.
-    /// Then each update row is read with one index and combined whole into one destination
-    /// row, and bumps that row's count once. `ops` holds the indices, updates and output.
+    /// Which counts this call's passes can keep (see [`Counts::PerSlice`]): per slice of
+    /// the output's last `n` dims (all after the axis) when the index spans them whole and
+    /// the apply pass, bound as it will run (`axis_first` on the engine), takes the
+    /// broadcast variant with the index and the counts both still along its innermost
+    /// loop, and that loop walks the whole slice (its dims merged into one row). Then each
+    /// update slice is read with one index and combined whole into one destination slice,
+    /// and bumps that slice's count once. The widest such slice is tried first (an index
+    /// broadcast over all the dims after the axis, as PyTorch Geometric's `expand_as`
+    /// gives at any rank), then rows of the last dim. `ops` holds the indices, updates and
+    /// output.
     pub(super) fn counts(&self, ops: &Operands<'_>, axis_first: bool) -> Counts {
         let key = &self.plan.key;
         let (out, indices) = (ops.get(Operand::Output), ops.get(Operand::Indices));
         let rank = out.shape.len();
-        let spans_rows = rank >= 2
-            && key.axis() != rank - 1
-            && indices.shape[rank - 1] == out.shape[rank - 1]
-            && out.shape[rank - 1] > 0;
         let Some(apply) = self.plan.pass(PassKind::Apply) else {
             return Counts::PerElement;
         };
-        if abi::scratch_per_element(&self.plan) == 0 || !spans_rows {
+        if abi::scratch_per_element(&self.plan) == 0 || rank < 2 || key.axis() >= rank - 1 {
             return Counts::PerElement;
         }
-        let per_row = count_strides(out.shape, Counts::PerRow);
+        let spans = |k: usize| indices.shape[k] == out.shape[k] && out.shape[k] > 0;
+        if !spans(rank - 1) {
+            return Counts::PerElement;
+        }
+        // The trailing dims that the index spans and is broadcast along.
+        let broadcast = (key.axis() + 1..rank)
+            .rev()
+            .take_while(|&k| spans(k) && indices.strides[k] == 0)
+            .count();
         let sums = match self.sums_in_output() {
             true => out.strides.to_vec(),
             false => strides_of(out.shape),
         };
-        // Only strides are read: no address is bound.
-        let piece = |strides| RawOperand {
-            address: Address::Read(std::ptr::null()),
-            shape: out.shape,
-            strides,
-        };
-        let mut probe = Operands::default()
-            .with(Operand::Sums, piece(&sums))
-            .with(Operand::Counts, piece(&per_row));
-        for operand in [Operand::Indices, Operand::Updates, Operand::Output] {
-            let raw = ops.get(operand);
-            probe = probe.with(
-                operand,
-                RawOperand {
-                    address: Address::Read(std::ptr::null()),
-                    shape: raw.shape,
-                    strides: raw.strides,
-                },
-            );
-        }
         let layout = self.layout(PassKind::Apply);
-        let (params, order) = bind(key, apply, layout, &probe, axis_first);
-        let Variant::Broadcast(still) = variant_of(layout, key, &params, &order) else {
-            return Counts::PerElement;
-        };
         let position = |operand| {
             layout
                 .accesses
@@ -175,12 +165,42 @@ impl Kernel {
                 .position(|a| a.operand == operand)
                 .expect("mean's apply reads the index and counts")
         };
-        match still.contains(position(Operand::Indices))
-            && still.contains(position(Operand::Counts))
-        {
-            true => Counts::PerRow,
-            false => Counts::PerElement,
-        }
+        let fits = |n: usize| {
+            let counts = count_strides(out.shape, Counts::PerSlice(n));
+            // Only strides are read: no address is bound.
+            let piece = |strides| RawOperand {
+                address: Address::Read(std::ptr::null()),
+                shape: out.shape,
+                strides,
+            };
+            let mut probe = Operands::default()
+                .with(Operand::Sums, piece(&sums))
+                .with(Operand::Counts, piece(&counts));
+            for operand in [Operand::Indices, Operand::Updates, Operand::Output] {
+                let raw = ops.get(operand);
+                probe = probe.with(
+                    operand,
+                    RawOperand {
+                        address: Address::Read(std::ptr::null()),
+                        shape: raw.shape,
+                        strides: raw.strides,
+                    },
+                );
+            }
+            let (params, order) = bind(key, apply, layout, &probe, axis_first);
+            let Variant::Broadcast(still) = variant_of(layout, key, &params, &order) else {
+                return false;
+            };
+            let row = params[layout.depth - 1];
+            still.contains(position(Operand::Indices))
+                && still.contains(position(Operand::Counts))
+                && usize::try_from(row).is_ok_and(|row| row == slice_len(out.shape, n))
+        };
+        [broadcast, 1]
+            .into_iter()
+            .filter(|&n| n >= 1)
+            .find(|&n| fits(n))
+            .map_or(Counts::PerElement, Counts::PerSlice)
     }
 
     /// The scratch the plan needs for an output of `out_shape` with `counts` (`None`
@@ -248,5 +268,43 @@ impl Scratch {
         };
         ops.with(Operand::Counts, piece(counts, &self.count_strides))
             .with(Operand::Sums, sums)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::{TensorView, TensorViewMut};
+    use scatterjit_ir::{DType, KernelKey, Reduction};
+
+    #[test]
+    fn an_index_broadcast_over_every_dim_after_the_axis_counts_whole_slices() {
+        // A mean along axis 0 of [6, 4, 16] f32 from [5, 4, 16] updates, as PyTorch
+        // Geometric's `index.view(-1, 1, 1).expand_as(src)` passes it: the index's strides
+        // are (1, 0, 0).
+        let key = KernelKey::scatter_elements(DType::F32, DType::I64, 3, 0, Reduction::Mean, true)
+            .unwrap();
+        let kernel = Kernel::compile(key).unwrap();
+        let (out_shape, shape) = ([6, 4, 16], [5, 4, 16]);
+        let mut out = vec![0u8; 6 * 64 * 4];
+        let mut ov = TensorViewMut::new(DType::F32, &out_shape, &[64, 16, 1], 0, &mut out).unwrap();
+        let index = vec![0u8; 5 * 64 * 8];
+        let updates = vec![0u8; 5 * 64 * 4 * 2];
+        let mut counts = |index_strides: &[isize], update_strides: &[isize]| {
+            let iv = TensorView::new(DType::I64, &shape, index_strides, 0, &index).unwrap();
+            let uv = TensorView::new(DType::F32, &shape, update_strides, 0, &updates).unwrap();
+            let ops = Operands::default()
+                .with(Operand::Indices, iv.raw())
+                .with(Operand::Updates, uv.raw())
+                .with(Operand::Output, ov.raw());
+            kernel.counts(&ops, false)
+        };
+        // Contiguous updates: each update slice of 64 elements is one row of the apply.
+        assert_eq!(counts(&[1, 0, 0], &[64, 16, 1]), Counts::PerSlice(2));
+        // Updates padded between rows: the slice's dims do not merge, rows of 16 do.
+        assert_eq!(counts(&[1, 0, 0], &[128, 32, 1]), Counts::PerSlice(1));
+        // An index broadcast along the last dim only, and one that varies along it.
+        assert_eq!(counts(&[4, 1, 0], &[64, 16, 1]), Counts::PerSlice(1));
+        assert_eq!(counts(&[64, 16, 1], &[64, 16, 1]), Counts::PerElement);
     }
 }
