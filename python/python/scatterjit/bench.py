@@ -15,7 +15,8 @@ Every workload's result is compared between the two before it is timed. ``--tiny
 two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add of
 [4, 16] into [16, 16]), where the time is the per-call overhead, in ns per call.
 ``--extra`` runs workloads outside the suite instead (transposed indices, rank-3 and
-rank-4 gathers, a scatter along axis 0 with narrow rows), ``--half`` element-wise
+rank-4 gathers, a scatter along axis 0 with narrow rows, multi-head and f16 GNN scatters,
+a shuffle along axis 0), ``--half`` element-wise
 reductions of f16 and bf16 (bfloat16 needs ``ml_dtypes``). ``--mid`` runs eight mid-size
 calls (2^16 to 2^20 elements), where waking a thread pool costs as much as the work, in
 us per call.
@@ -70,7 +71,8 @@ WORKLOADS = [
 # Workloads outside the suite (``--extra``), of layouts and shapes it lacks: indices laid
 # out as their transpose (a column-major index, as ``index.t()`` or a Fortran-ordered
 # array passes it, the same values as a dense one), gathers of rank 3 and 4 whose
-# trailing dims are a few elements, a scatter along axis 0 with 256-byte rows.
+# trailing dims are a few elements, a scatter along axis 0 with 256-byte rows, the GNN
+# scatters of multi-head features (rank 3) and of f16, a shuffle along axis 0.
 EXTRA = [
     Workload("gather_elements_transposed_i64", "gather_elements",  "int64",   "int64", (16384, 512),     (16384, 512),    1, "none", "uniform", transposed=True),
     Workload("gather_elements_transposed_f16", "gather_elements",  "float16", "int64", (2048, 2048),     (2048, 2048),    0, "none", "uniform", transposed=True),
@@ -80,6 +82,10 @@ EXTRA = [
     Workload("gather_rank4_slices_f16",        "gather",           "float16", "int64", (64, 4096, 2, 8), (64,),           0, "none", "uniform"),
     Workload("gather_rank3_rows_f32",          "gather",           "float32", "int32", (32768, 16, 8),   (32768,),        0, "none", "uniform"),
     Workload("scatter_add_axis0_rows256_f32",  "scatter_elements", "float32", "int64", (131072, 64),     (131072, 64),    0, "add",  "uniform"),
+    Workload("scatter_mean_expanded_rank3_f32", "scatter_elements", "float32", "int64", (50000, 4, 16),  (400000, 4, 16), 0, "mean", "uniform_rows", True),
+    Workload("scatter_max_expanded_rank3_f32", "scatter_elements", "float32", "int64", (50000, 4, 16),   (400000, 4, 16), 0, "max",  "uniform_rows", True),
+    Workload("scatter_add_expanded_f16",       "scatter_elements", "float16", "int64", (50000, 64),      (400000, 64),    0, "add",  "uniform_rows", True),
+    Workload("scatter_none_perm_axis0_f32",    "scatter_elements", "float32", "int64", (4096, 1024),     (4096, 1024),    0, "none", "perm"),
 ]
 
 # Element-wise reductions of 16-bit floats (``--half``): each combine rounds to the type
@@ -182,10 +188,12 @@ def calls(w, data, indices, updates, torch):
         return {"scatterjit": ours}
     td, tu = as_torch(torch, data), None if updates is None else as_torch(torch, updates)
     if w.expanded:
-        # The same stride-0 view as numpy's: PyTorch Geometric's index.view(-1, 1).expand_as(src).
+        # The same stride-0 view as numpy's: PyTorch Geometric's index.view(-1, 1).expand_as(src)
+        # (at rank 3, view(-1, 1, 1)).
+        along = tuple(slice(None) if d == axis else slice(0, 1) for d in range(indices.ndim))
         with warnings.catch_warnings():  # read-only memory: torch only reads it
             warnings.simplefilter("ignore", UserWarning)
-            ti = torch.from_numpy(np.ascontiguousarray(indices[:, :1])).expand(*indices.shape)
+            ti = torch.from_numpy(np.ascontiguousarray(indices[along])).expand(*indices.shape)
     elif w.transposed:
         # The same transposed layout: torch keeps numpy's strides.
         ti = torch.from_numpy(indices).to(torch.int64)
