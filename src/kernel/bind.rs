@@ -100,12 +100,14 @@ pub(super) fn bind(
             row[n] = strides[a][d];
         }
     }
-    if nest.pass != PassKind::Check && !axis_first {
+    if nest.pass != PassKind::Check {
+        // The engine's listed axis loop stays outermost: only the loops inside it merge.
         let accesses = layout.accesses.len();
         coalesce(
             &mut loop_dims[..depth],
             &mut loop_strides[..accesses],
             &mut order,
+            usize::from(axis_first),
         );
     }
     let mut params = vec![0i64; layout.len];
@@ -123,21 +125,23 @@ pub(super) fn bind(
     (params, order)
 }
 
-/// Merges each loop into the nearest unmerged loop inside it where every access steps, per
-/// step of the outer loop, exactly over the inner loop's whole extent (trailing dims that
-/// every tensor lays out row-major): the inner loop then walks both, and the merged loop,
-/// left with one step and no stride, moves outermost, so that the loop just outside the
-/// row is still the next one that steps. A rank-4 Gather of [64, 4096, 2, 8] f16 along
-/// axis 0 then copies rows of 65536 elements, not of 8. Any other loop of one step moves
-/// outermost too, so that no loop that steps runs a one-step loop inside it per step (a
-/// Gather of one pick along the last axis walked its rows one element at a time). The
-/// check pass keeps its loops: a bad index's position is read from its loop counters.
-fn coalesce(dims: &mut [i64], strides: &mut [[i64; MAX_DEPTH]], order: &mut Order) {
+/// Merges each loop from loop `from` on into the nearest unmerged loop inside it where every
+/// access steps, per step of the outer loop, exactly over the inner loop's whole extent
+/// (trailing dims that every tensor lays out row-major): the inner loop then walks both,
+/// and the merged loop, left with one step and no stride, moves out to loop `from`, so that
+/// the loop just outside the row is still the next one that steps. A rank-4 Gather of
+/// [64, 4096, 2, 8] f16 along axis 0 then copies rows of 65536 elements, not of 8. Any
+/// other loop of one step moves out too, so that no loop that steps runs a one-step loop
+/// inside it per step (a Gather of one pick along the last axis walked its rows one
+/// element at a time). Loops before `from` stay as they are (the engine's listed axis
+/// loop, `from` 1). The check pass keeps its loops: a bad index's position is read from
+/// its loop counters.
+fn coalesce(dims: &mut [i64], strides: &mut [[i64; MAX_DEPTH]], order: &mut Order, from: usize) {
     let depth = dims.len();
-    let Some(mut inner) = depth.checked_sub(1) else {
+    let Some(mut inner) = depth.checked_sub(1).filter(|&inner| inner > from) else {
         return;
     };
-    for n in (0..inner).rev() {
+    for n in (from..inner).rev() {
         if dims[n] == 1 {
             continue;
         }
@@ -155,17 +159,22 @@ fn coalesce(dims: &mut [i64], strides: &mut [[i64; MAX_DEPTH]], order: &mut Orde
             None => inner = n,
         }
     }
-    // Loops of one step, merged or not, first; then the others, each in their order (on
-    // the stack: tiny calls bind too).
+    // Loops of one step, merged or not, first (after the loops before `from`); then the
+    // others, each in their order (on the stack: tiny calls bind too).
     let still = |n: usize| dims[n] == 1;
-    let steps_from = (0..depth).position(|n| !still(n)).unwrap_or(depth);
+    let steps_from = (from..depth)
+        .position(|n| !still(n))
+        .map_or(depth, |p| from + p);
     if !(steps_from..depth).any(still) {
         return;
     }
     let mut sequence = [0usize; MAX_DEPTH];
-    let firsts = (0..depth).filter(|&n| still(n));
-    for (to, from) in firsts.chain((0..depth).filter(|&n| !still(n))).enumerate() {
-        sequence[to] = from;
+    let firsts = (0..from).chain((from..depth).filter(|&n| still(n)));
+    for (to, source) in firsts
+        .chain((from..depth).filter(|&n| !still(n)))
+        .enumerate()
+    {
+        sequence[to] = source;
     }
     let sequence = &sequence[..depth];
     let permute = |values: &mut [i64]| {
@@ -334,26 +343,34 @@ mod tests {
         assert_eq!(loop_order(&[1, 3], &[4, 1]), [0, 1]);
     }
 
+    /// `coalesce` of loops `from` on, with these dims and per-access strides: the dims,
+    /// strides and loop order it leaves.
+    fn merge_from(
+        dims: &[i64],
+        strides: &[&[i64]],
+        from: usize,
+    ) -> (Vec<i64>, Vec<Vec<i64>>, Vec<usize>) {
+        let depth = dims.len();
+        let mut d = dims.to_vec();
+        let mut s: Vec<[i64; MAX_DEPTH]> = strides
+            .iter()
+            .map(|row| std::array::from_fn(|n| row.get(n).copied().unwrap_or(0)))
+            .collect();
+        let mut order = Order {
+            dims: std::array::from_fn(|n| n),
+            len: depth,
+        };
+        coalesce(&mut d, &mut s, &mut order, from);
+        let s: Vec<Vec<i64>> = s.iter().map(|row| row[..depth].to_vec()).collect();
+        (d, s, order.to_vec())
+    }
+
     /// Loops merge into the nearest unmerged loop inside them only where every access
     /// steps over that loop's whole extent; merged loops move outermost with no stride,
     /// other loops of one step too, and the order follows.
     #[test]
     fn contiguous_trailing_loops_merge_into_one_row() {
-        let merge = |dims: &[i64], strides: &[&[i64]]| {
-            let depth = dims.len();
-            let mut d = dims.to_vec();
-            let mut s: Vec<[i64; MAX_DEPTH]> = strides
-                .iter()
-                .map(|row| std::array::from_fn(|n| row.get(n).copied().unwrap_or(0)))
-                .collect();
-            let mut order = Order {
-                dims: std::array::from_fn(|n| n),
-                len: depth,
-            };
-            coalesce(&mut d, &mut s, &mut order);
-            let s: Vec<Vec<i64>> = s.iter().map(|row| row[..depth].to_vec()).collect();
-            (d, s, order.to_vec())
-        };
+        let merge = |dims: &[i64], strides: &[&[i64]]| merge_from(dims, strides, 0);
         // A Gather along axis 0 of [64, 4096, 2, 8]: data and output row-major past the
         // index loop (data's stride there is the index's, 0 here), the index still.
         let (dims, strides, order) = merge(
@@ -389,5 +406,28 @@ mod tests {
             (dims, strides, order),
             (vec![4, 5], vec![vec![1, 4]], vec![0, 1])
         );
+    }
+
+    /// Under the engine's listed loop (loop 0, the axis), only the loops inside it merge,
+    /// and one-step loops move out to just inside it.
+    #[test]
+    fn a_listed_loop_stays_outermost_while_the_slice_merges_into_one_row() {
+        // A scatter along axis 0 of [400000, 4, 16] updates with u32 keys broadcast over
+        // the slice: keys, updates, output.
+        let (dims, strides, order) = merge_from(
+            &[400000, 4, 16],
+            &[&[1, 0, 0], &[64, 16, 1], &[64, 16, 1]],
+            1,
+        );
+        assert_eq!((dims, order), (vec![400000, 1, 64], vec![0, 1, 2]));
+        assert_eq!(strides, [[1, 0, 0], [64, 0, 1], [64, 0, 1]]);
+        // Loop 0 would merge into the row here; listed, it keeps its own steps.
+        let (dims, _, order) = merge_from(&[3, 4, 5], &[&[20, 5, 1]], 1);
+        assert_eq!((dims, order), (vec![3, 1, 20], vec![0, 1, 2]));
+        let (dims, _, _) = merge_from(&[3, 4, 5], &[&[20, 5, 1]], 0);
+        assert_eq!(dims, [1, 1, 60]);
+        // A one-step loop inside moves out to loop 1, behind the listed loop.
+        let (dims, _, order) = merge_from(&[3, 4, 1, 5], &[&[40, 10, 7, 1]], 1);
+        assert_eq!((dims, order), (vec![3, 1, 4, 5], vec![0, 2, 1, 3]));
     }
 }

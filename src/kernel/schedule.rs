@@ -42,7 +42,7 @@ static ENGINE_THREADS: AtomicI64 = AtomicI64::new(4);
 /// Results do not depend on it; tests lower it so that small pools exercise the engine.
 #[doc(hidden)]
 pub fn set_engine_threads(threads: usize) {
-    ENGINE_THREADS.store(threads.clamp(2, 1 << 20) as i64, Ordering::Relaxed);
+    ENGINE_THREADS.store(threads.clamp(1, 1 << 20) as i64, Ordering::Relaxed);
 }
 
 /// How a pass is cut into chunks that run in parallel: loop `level` (in the bound loop
@@ -358,7 +358,11 @@ impl Kernel {
     /// prefetch: per slice, a bucket took about 3x the time of one thread streaming every
     /// slice in order (2-vCPU machine, 2026-11-24: expanded GNN add 14.6 ms on one thread,
     /// 21.4 on two threads' buckets; max 20.5 and 31.0). So the engine lists buckets only
-    /// from [`set_engine_threads`] threads (4, the first count above that ratio). With
+    /// from [`set_engine_threads`] threads (4, the first count above that ratio), times
+    /// the positions before the axis, along which the ordinary passes split in order
+    /// (16-core Xeon, 2026-11-27, an expanded add along axis 1 of [4, 50000, 16] from
+    /// [4, 400000, 16]: buckets 19.5 ms at 4 threads and 4.8 at 16, the ordinary split
+    /// 7.4 and 7.8; a mean 15.6 and 5.7 against 10.2 and 10.6). With
     /// fewer, an index uniform by value is sorted for its keys alone: the sort's one read
     /// of each index checks it, and the ordinary passes read one dense key per slice, as
     /// they read an expanded index. An index uniform by layout (a broadcast view) gains
@@ -398,7 +402,10 @@ impl Kernel {
         if !wanted {
             return None;
         }
-        let spread = threads as i64 >= ENGINE_THREADS.load(Ordering::Relaxed);
+        // Positions before the axis split the ordinary passes that many ways, in order;
+        // the engine pays off only with as many more threads again.
+        let spread = threads as u64
+            >= (ENGINE_THREADS.load(Ordering::Relaxed) as u64).saturating_mul(outer as u64);
         let target = match spread {
             true => Some(BUCKETS_PER_THREAD * threads),
             false if engine::uniform_by_layout(indices, axis) => return None,

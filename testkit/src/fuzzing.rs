@@ -475,8 +475,9 @@ pub(crate) fn hold_every_key() {
 }
 
 /// Pools of 1 and 3 threads, with the parallel grain lowered (process-wide) to 2 elements
-/// so that small problems are split too, the engine spreading its buckets from 2
-/// threads, so that the 3-thread pool runs them in parallel, passes specializing from
+/// so that small problems are split too, the engine spreading its buckets from 1 thread
+/// per position before the axis, so that the 3-thread pool runs them in parallel, passes
+/// specializing from
 /// their first call, so that small problems run the specialized variants (the `Strided`
 /// code they would run first is [`unspecialized`]'s), rows prefetched whatever the
 /// size of the tensor they pick from, and element-wise picks along an outer dim run in
@@ -485,7 +486,10 @@ pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     static POOLS: OnceLock<[rayon::ThreadPool; 2]> = OnceLock::new();
     POOLS.get_or_init(|| {
         scatterjit::set_parallel_grain(2);
-        scatterjit::set_engine_threads(2);
+        // Buckets from one thread per position before the axis: the 3-thread pool lists
+        // them for up to three such positions, the 1-thread pool for one (its buckets
+        // run in order), and both sort for keys alone where there are more.
+        scatterjit::set_engine_threads(1);
         scatterjit::set_specialize_after(0);
         scatterjit::set_prefetch_from(0);
         scatterjit::set_tile_picks(16);

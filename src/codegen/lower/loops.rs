@@ -90,7 +90,10 @@ impl Lowering<'_, '_> {
         self.counters.push(counter);
         let zero = self.b.ins().iconst(types::I64, 0);
         self.b.def_var(counter, zero);
-        let limit = (self.depth == 2)
+        // Where loops run between the list and the row, the bind has merged the slice
+        // into the row or they are one-step loops: the row is the list entry's slice, or
+        // its first row, which still helps.
+        let limit = (self.depth >= 2)
             .then(|| self.prefetch_limit(0, true))
             .flatten();
         let header = self.b.create_block();
