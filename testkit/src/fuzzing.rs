@@ -477,11 +477,11 @@ pub(crate) fn hold_every_key() {
 /// Pools of 1 and 3 threads, with the parallel grain lowered (process-wide) to 2 elements
 /// so that small problems are split too, the engine spreading its buckets from 1 thread
 /// per position before the axis, so that the 3-thread pool runs them in parallel, passes
-/// specializing from
-/// their first call, so that small problems run the specialized variants (the `Strided`
-/// code they would run first is [`unspecialized`]'s), rows prefetched whatever the
-/// size of the tensor they pick from, and element-wise picks along an outer dim run in
-/// tiles of a few elements whatever the size of the tensor they pick from.
+/// specializing from their first call, so that small problems run the specialized
+/// variants (the `Strided` code they would run first is [`unspecialized`]'s), rows
+/// prefetched whatever the size of the tensor they pick from, and element-wise picks
+/// along an outer dim run in tiles of a few elements whatever the size of the tensor
+/// they pick from.
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     static POOLS: OnceLock<[rayon::ThreadPool; 2]> = OnceLock::new();
     POOLS.get_or_init(|| {
