@@ -191,7 +191,9 @@ impl Kernel {
             let Variant::Broadcast(still) = variant_of(layout, key, &params, &order) else {
                 return false;
             };
-            let row = params[layout.depth - 1];
+            let Some(row) = layout.depth.checked_sub(1).map(|inner| params[inner]) else {
+                return false;
+            };
             still.contains(position(Operand::Indices))
                 && still.contains(position(Operand::Counts))
                 && usize::try_from(row).is_ok_and(|row| row == slice_len(out.shape, n))
