@@ -165,28 +165,26 @@ impl Kernel {
                 .position(|a| a.operand == operand)
                 .expect("mean's apply reads the index and counts")
         };
+        /// Only strides are read: no address is bound.
+        fn stripped<'a>(shape: &'a [usize], strides: &'a [isize]) -> RawOperand<'a> {
+            RawOperand {
+                address: Address::Read(std::ptr::null()),
+                shape,
+                strides,
+            }
+        }
+        let operands = [Operand::Indices, Operand::Updates, Operand::Output].map(|operand| {
+            let raw = ops.get(operand);
+            (operand, stripped(raw.shape, raw.strides))
+        });
         let fits = |n: usize| {
             let counts = count_strides(out.shape, Counts::PerSlice(n));
-            // Only strides are read: no address is bound.
-            let piece = |strides| RawOperand {
-                address: Address::Read(std::ptr::null()),
-                shape: out.shape,
-                strides,
-            };
-            let mut probe = Operands::default()
-                .with(Operand::Sums, piece(&sums))
-                .with(Operand::Counts, piece(&counts));
-            for operand in [Operand::Indices, Operand::Updates, Operand::Output] {
-                let raw = ops.get(operand);
-                probe = probe.with(
-                    operand,
-                    RawOperand {
-                        address: Address::Read(std::ptr::null()),
-                        shape: raw.shape,
-                        strides: raw.strides,
-                    },
-                );
-            }
+            let probe = operands.iter().fold(
+                Operands::default()
+                    .with(Operand::Sums, stripped(out.shape, &sums))
+                    .with(Operand::Counts, stripped(out.shape, &counts)),
+                |probe, &(operand, raw)| probe.with(operand, raw),
+            );
             let (params, order) = bind(key, apply, layout, &probe, axis_first);
             let Variant::Broadcast(still) = variant_of(layout, key, &params, &order) else {
                 return false;
@@ -198,9 +196,9 @@ impl Kernel {
                 && still.contains(position(Operand::Counts))
                 && usize::try_from(row).is_ok_and(|row| row == slice_len(out.shape, n))
         };
-        [broadcast, 1]
-            .into_iter()
-            .filter(|&n| n >= 1)
+        std::iter::once(broadcast)
+            .filter(|&n| n > 1)
+            .chain(std::iter::once(1))
             .find(|&n| fits(n))
             .map_or(Counts::PerElement, Counts::PerSlice)
     }
