@@ -5,8 +5,16 @@
 
 use std::sync::OnceLock;
 
+use scatterjit_ir::{DType, KernelKey};
+
 /// The name JIT code imports the table by.
 pub(crate) const SYMBOL: &str = "scatterjit_f16_to_f32";
+
+/// Whether code of `key`'s kernels in this process imports the table: f16 kernels only, so
+/// that others neither fill it nor resolve its symbol.
+pub(crate) fn serves(key: &KernelKey) -> bool {
+    key.dtype() == DType::F16
+}
 
 /// Where the table lives: 65,536 f32 bit patterns, entry `h` the decoding of f16 bits `h`,
 /// made on first use by the arithmetic decoding's own method, so the same bits

@@ -12,7 +12,7 @@ use cranelift_codegen::{verify_function, Context};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
-use scatterjit_ir::{DType, PassKind, Plan};
+use scatterjit_ir::{PassKind, Plan};
 use target_lexicon::{Architecture, Triple};
 
 use crate::abi::Variant;
@@ -242,7 +242,7 @@ pub(crate) fn define_pass<M: Module>(
         _ => None,
     };
     let f16_table = match home {
-        CodeHome::Process if key.dtype() == DType::F16 => Some(
+        CodeHome::Process if f16_table::serves(&key) => Some(
             module
                 .declare_data(f16_table::SYMBOL, Linkage::Import, false, false)
                 .map_err(declare_error)?
@@ -318,7 +318,7 @@ pub(crate) fn compile(
         builder.symbol(prefetch::SYMBOL, address);
         builder.symbol(prefetch::FROM_SYMBOL, prefetch::from_address());
     }
-    if plan.key.dtype() == DType::F16 {
+    if f16_table::serves(&plan.key) {
         builder.symbol(f16_table::SYMBOL, f16_table::address());
     }
     let mut module = JITModule::new(builder);
