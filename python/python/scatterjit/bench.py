@@ -16,10 +16,9 @@ two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add 
 [4, 16] into [16, 16]), where the time is the per-call overhead, in ns per call.
 ``--extra`` runs workloads outside the suite instead (transposed indices, rank-3 and
 rank-4 gathers, a scatter along axis 0 with narrow rows, multi-head and f16 GNN scatters,
-a shuffle along axis 0), ``--half`` element-wise
-reductions of f16 and bf16 (bfloat16 needs ``ml_dtypes``). ``--mid`` runs eight mid-size
-calls (2^16 to 2^20 elements), where waking a thread pool costs as much as the work, in
-us per call.
+a shuffle along axis 0), ``--half`` element-wise reductions of f16 and bf16 (bfloat16
+needs ``ml_dtypes``). ``--mid`` runs eight mid-size calls (2^16 to 2^20 elements), where
+waking a thread pool costs as much as the work, in us per call.
 """
 
 import argparse
@@ -298,7 +297,8 @@ def main(argv=None):
         batch, scale, unit, rounds = 2000, 1e6, "ns", args.rounds or 21
     if args.mid:
         batch, scale, unit, rounds = 20, 1e3, "us", args.rounds or 21
-    suite = TINY if args.tiny else MID if args.mid else EXTRA if args.extra else HALF if args.half else WORKLOADS
+    by_flag = [(args.tiny, TINY), (args.mid, MID), (args.extra, EXTRA), (args.half, HALF)]
+    suite = next((chosen for wanted, chosen in by_flag if wanted), WORKLOADS)
 
     torch = None
     if not args.no_torch:
