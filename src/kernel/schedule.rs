@@ -80,11 +80,27 @@ const LINE: usize = abi::CACHE_LINE as usize;
 const MIN_ROW_CHUNK: usize = 4096;
 
 /// A split of the innermost loop whose elements pick one by one gives each chunk at least
-/// this many bytes of its widest access (two cache lines): a scatter along an outer axis
-/// with rows too narrow for tiles has no other split (ScatterElements add of f32
-/// [262144, 64] along axis 0, i64 indices, two threads: 98 ms with whole rows, one
-/// thread's time, 56 ms in chunks; BENCHMARKS.md).
+/// this many bytes of its widest access (two cache lines), where that leaves each thread
+/// [`PICKS_CHUNKS_PER_THREAD`] chunks: a scatter along an outer axis with rows too narrow
+/// for tiles has no other split (ScatterElements add of f32 [262144, 64] along axis 0, i64
+/// indices, two threads: 98 ms with whole rows, one thread's time, 56 ms in chunks;
+/// BENCHMARKS.md).
 const MIN_PICKS_CHUNK: usize = 2 * LINE;
+
+/// Where chunks of [`MIN_PICKS_CHUNK`] are too few, a split of picks gives each thread this
+/// many chunks, of at least [`MIN_SHARED_PICKS_CHUNK`] bytes: threads then share the lines
+/// of the rows they cut, which costs less than idle threads. (16-core Xeon, ScatterElements
+/// add along axis 0 of f32 [131072, 64] from i64 indices: 42.5 ms at 16 threads in four
+/// chunks of two lines, 16.9 in 32 chunks of 16 bytes, 17.9 in 64; at 8 threads 37.1, 14.3
+/// in 16 chunks, 20.9 in 32; [524288, 16] 55.8 in one chunk, 20.8-22.3 in 16 or 32; i32
+/// indices, [131072, 64], 42.0 in two chunks, 9.8-11.1 in 16 or 32. Two vCPUs: [262144,
+/// 32] 69.2 ms in two chunks, 34.2 in four. One chunk per thread left threads idle about
+/// half the time in every case. BENCHMARKS.md.)
+const PICKS_CHUNKS_PER_THREAD: usize = 2;
+
+/// The fewest bytes of the widest access in a chunk of picks that threads' chunks share
+/// lines in: one 16-byte vector (narrower chunks measured slower in every case above).
+const MIN_SHARED_PICKS_CHUNK: usize = 16;
 
 /// Chunks per thread, so that a thread that finishes early takes another.
 const CHUNKS_PER_THREAD: usize = 4;
@@ -123,8 +139,8 @@ fn split(
         .min(max_chunks);
     let mut align = 1;
     if level + 1 == depth {
-        // Innermost splits cut rows: chunks of at least a page, starting on a line
-        // where the widest access's elements divide one.
+        // Innermost splits cut rows: chunks of at least a page, or of two lines where
+        // elements pick (down to a vector where that leaves threads idle).
         let widest = steps
             .iter()
             .map(|s| s.1.unsigned_abs())
@@ -135,13 +151,21 @@ fn split(
             .accesses
             .iter()
             .any(|a| a.operand == Operand::Indices && params[a.strides_at + level] != 0);
+        let bytes = (dims[level] as usize).saturating_mul(widest);
         let least = match picks_elements {
-            true => MIN_PICKS_CHUNK,
+            true if bytes / MIN_PICKS_CHUNK >= PICKS_CHUNKS_PER_THREAD * threads => MIN_PICKS_CHUNK,
+            true => {
+                chunks = chunks.min(PICKS_CHUNKS_PER_THREAD * threads);
+                MIN_SHARED_PICKS_CHUNK.max(bytes / chunks.max(1))
+            }
             false => MIN_ROW_CHUNK,
         };
-        chunks = chunks.min(dims[level] as usize * widest / least);
-        if widest.is_power_of_two() && widest <= LINE {
-            align = (LINE / widest) as i64;
+        chunks = chunks.min(bytes / least);
+        // Chunks start where the widest access's elements fill a line, or the power of
+        // two under a narrower chunk of picks that shares lines.
+        let unit = 1 << least.min(LINE).ilog2();
+        if widest.is_power_of_two() && widest <= unit {
+            align = (unit / widest) as i64;
         }
     }
     (chunks >= 2).then_some(Split {
@@ -635,26 +659,30 @@ mod tests {
     }
 
     #[test]
-    fn rows_that_pick_element_by_element_split_in_two_lines() {
-        // (level, chunks) of the split of a scatter add along axis 0 on two threads, whose
-        // rows are too narrow for tiles: its only split cuts each row.
-        let split_of = |data: &[usize], indices: &[usize]| {
+    fn rows_that_pick_element_by_element_split_in_lines_or_shared_vectors() {
+        // (level, chunks, align) of the split of a scatter add along axis 0 on `threads`
+        // threads, whose rows are too narrow for tiles: its only split cuts each row.
+        let split_of = |threads: usize, data: &[usize], indices: &[usize]| {
             let key =
                 KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Add, true)
                     .unwrap();
             let (plan, params, order) = bind_apply(key, data, indices);
             let nest = plan.pass(PassKind::Apply).unwrap();
             let layout = ParamLayout::of(nest);
-            on_threads(2, || split(&key, nest, &layout, &params, &order))
+            on_threads(threads, || split(&key, nest, &layout, &params, &order))
                 .map(|s| (s.level, s.chunks, s.align))
         };
         // Rows of 64 i64 indices (512 bytes, the widest access): chunks of two cache lines
         // of it, starting on a line.
-        assert_eq!(split_of(&[65536, 64], &[65536, 64]), Some((1, 4, 8)));
+        assert_eq!(split_of(2, &[65536, 64], &[65536, 64]), Some((1, 4, 8)));
         // Of 256: four chunks per thread.
-        assert_eq!(split_of(&[65536, 256], &[65536, 256]), Some((1, 8, 8)));
-        // Of 16 (128 bytes) the row runs whole.
-        assert_eq!(split_of(&[65536, 16], &[65536, 16]), None);
+        assert_eq!(split_of(2, &[65536, 256], &[65536, 256]), Some((1, 8, 8)));
+        // Of 16 (128 bytes), two chunks per thread, sharing lines.
+        assert_eq!(split_of(2, &[65536, 16], &[65536, 16]), Some((1, 4, 4)));
+        // Two lines a chunk would leave 16 threads idle: 32 chunks of 16 bytes.
+        assert_eq!(split_of(16, &[65536, 64], &[65536, 64]), Some((1, 32, 2)));
+        // A row narrower than a vector per thread gives each chunk one vector.
+        assert_eq!(split_of(16, &[65536, 8], &[65536, 8]), Some((1, 4, 2)));
     }
 
     #[test]
