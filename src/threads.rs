@@ -38,6 +38,10 @@ pub fn serial<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Bytes per task of a parallel copy or fill of memory; shorter ones than two stay on the
+/// calling thread.
+pub(crate) const STREAM_CHUNK: usize = 1 << 20;
+
 /// The threads a call on this thread may split over: 1 inside [`serial`], else the
 /// current rayon pool's.
 pub(crate) fn available() -> usize {

@@ -15,10 +15,7 @@ use crate::check;
 use crate::error::Result;
 use crate::partials;
 use crate::tensor::{Address, RawOperand, TensorView, TensorViewMut};
-
-/// Bytes per task of a parallel `memcpy` copy; copies shorter than two stay on the calling
-/// thread.
-pub(super) const COPY_CHUNK: usize = 1 << 20;
+use crate::threads::STREAM_CHUNK;
 
 impl Kernel {
     /// Runs the plan's passes into `out`, reading `data` (`None` in place: `out` holds
@@ -177,9 +174,9 @@ impl Kernel {
     /// row-major, the compiled copy pass otherwise.
     fn copy(&self, out: &mut TensorViewMut<'_>, data: &TensorView<'_>) -> Result<()> {
         if let (Some(from), Some(to)) = (data.dense_bytes(), out.dense_bytes_mut()) {
-            if to.len() >= 2 * COPY_CHUNK && crate::threads::available() > 1 {
-                to.par_chunks_mut(COPY_CHUNK)
-                    .zip(from.par_chunks(COPY_CHUNK))
+            if to.len() >= 2 * STREAM_CHUNK && crate::threads::available() > 1 {
+                to.par_chunks_mut(STREAM_CHUNK)
+                    .zip(from.par_chunks(STREAM_CHUNK))
                     .for_each(|(to, from)| to.copy_from_slice(from));
             } else {
                 to.copy_from_slice(from);

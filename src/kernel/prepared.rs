@@ -9,7 +9,6 @@ use scatterjit_ir::{DType, Error as IrError, Meta, OpKind, Operand, PassKind, OP
 
 use super::bind::{bind, variant_of, Operands, Order};
 use super::call::{enter, error_counters, on_stack};
-use super::passes::COPY_CHUNK;
 use super::report::{domain_position, Stop};
 use super::schedule::parallel_grain;
 use super::{Demand, Kernel};
@@ -18,6 +17,7 @@ use crate::check;
 use crate::error::{Error, Result};
 use crate::jit::PassFn;
 use crate::tensor::{self, Address, RawOperand, TensorView, TensorViewMut, Unbuffered};
+use crate::threads::STREAM_CHUNK;
 
 /// The geometry of one operand of a prepared call: its shape, element strides (zero and
 /// negative allowed) and the element offset of position 0 in its buffer, as
@@ -291,7 +291,7 @@ impl Kernel {
         }
         // Whether the steps are the whole call at any thread count, at today's grain.
         let grain = parallel_grain();
-        let is_small = !on_views && largest_domain < 2 * grain && copy_bytes < 2 * COPY_CHUNK;
+        let is_small = !on_views && largest_domain < 2 * grain && copy_bytes < 2 * STREAM_CHUNK;
         Ok(Binding {
             in_place,
             small: is_small.then_some(grain),
