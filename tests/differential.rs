@@ -1198,6 +1198,43 @@ fn named_edge_cases() {
     }
 }
 
+/// Integer reductions along an axis many times the output's length, which reduce into
+/// partial outputs checking their indices as they read them (no check pass; on one thread
+/// too), with and without a bad index at the start, the middle and the end: the first bad
+/// index in row-major order is the error, and the output is left as it was.
+#[test]
+fn integer_reductions_into_partial_outputs_check_as_they_read() {
+    for (dtype, index_dtype) in [(DType::I64, DType::I64), (DType::U8, DType::I32)] {
+        for reduction in [Reduction::Add, Reduction::Max] {
+            for bad in bad_at_the_ends_and_middle(200) {
+                let shapes: [(&[usize], &[usize], i64); 3] = [
+                    (&[8], &[200], 0),
+                    (&[1, 8], &[1, 200], 1),
+                    (&[2, 8], &[2, 100], -1),
+                ];
+                for (data, indices, axis) in shapes {
+                    for use_init_val in [true, false] {
+                        let case = named(
+                            OpKind::ScatterElements,
+                            dtype,
+                            index_dtype,
+                            data,
+                            indices,
+                            axis,
+                            reduction,
+                            use_init_val,
+                            bad,
+                        );
+                        if let Err(message) = check(&case) {
+                            panic!("{case:?}: {message}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Index dtypes wider than u16, which the check may copy to a narrower one.
 const WIDE_INDEX_DTYPES: [DType; 4] = [DType::I32, DType::I64, DType::U32, DType::U64];
 

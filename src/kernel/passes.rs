@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use rayon::prelude::*;
 
-use scatterjit_ir::{unravel, DType, Operand, PassKind};
+use scatterjit_ir::{unravel, DType, KernelKey, Operand, PassKind};
 
 use super::bind::Operands;
 use super::mean::Counts;
@@ -72,6 +72,28 @@ impl Kernel {
             }
             _ => Counts::PerElement,
         };
+        // An integer reduction that splits into partial outputs checks its indices as it
+        // reads them, into scratch; the output is written (copied, folded into) only once
+        // every index has passed.
+        let fused_check = check && sorted.is_none() && self.plan.pass(PassKind::Init).is_none();
+        if let Some(updates) = updates.filter(|_| fused_check) {
+            let ops = Operands::default()
+                .with(Operand::Indices, indices.raw())
+                .with(Operand::Updates, updates.raw())
+                .with(Operand::Output, out.raw());
+            match self.apply_into_partials(&ops) {
+                None => {}
+                Some(Err(stop)) => return Err(bad(PassKind::Apply, stop)),
+                Some(Ok(partial_outputs)) => {
+                    if let Some(data) = data {
+                        self.copy(out, data)?;
+                    }
+                    fold_into(out, &partial_outputs, key);
+                    partials::keep(partial_outputs);
+                    return Ok(());
+                }
+            }
+        }
         let mut scratch = None;
         // Scatter indices the check copied to a narrower type, for the apply pass.
         let mut compacted = None;
@@ -143,10 +165,7 @@ impl Kernel {
             }
         }
         if !partial_outputs.is_empty() {
-            let out = out
-                .dense_bytes_mut()
-                .expect("partial outputs are made for dense outputs only");
-            partials::fold(key.reduction(), key.dtype(), out, &partial_outputs);
+            fold_into(out, &partial_outputs, key);
             partials::keep(partial_outputs);
         }
         Ok(())
@@ -239,4 +258,12 @@ impl Kernel {
         self.run_pass(PassKind::Check, &ops)
             .map_err(|stop| self.bad_index(PassKind::Check, stop, data_shape, indices))
     }
+}
+
+/// `out = out ⊕ partial` for each of a call's partial outputs in order.
+fn fold_into(out: &mut TensorViewMut<'_>, partial_outputs: &[Vec<u8>], key: KernelKey) {
+    let out = out
+        .dense_bytes_mut()
+        .expect("partial outputs are made for dense outputs only");
+    partials::fold(key.reduction(), key.dtype(), out, partial_outputs);
 }

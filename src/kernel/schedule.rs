@@ -309,6 +309,52 @@ fn tiles(
     })
 }
 
+/// `count` partial outputs of `nest`'s reduction shaped like `out`, or `None` where the
+/// scratch cap or the allocator refuses them (partial outputs only speed a pass up).
+fn partial_buffers(
+    key: &KernelKey,
+    nest: &LoopNest,
+    out: &RawOperand<'_>,
+    count: usize,
+) -> Option<Vec<Vec<u8>>> {
+    let Combine::Reduce(reduction) = nest.combine else {
+        unreachable!("partial_split takes reductions only")
+    };
+    let bytes = out.shape.iter().product::<usize>() * key.dtype().size();
+    partials::identity_buffers(key.kind(), reduction, key.dtype(), bytes, count).ok()
+}
+
+impl Call {
+    /// The chunks of `split` in parallel, chunk `c` reducing into partial output
+    /// `c - 1` after the first, which reduces into the output, when `first_into_out`;
+    /// else into partial output `c`: the loop counters of the lowest chunk that stopped.
+    fn run_partials(
+        &self,
+        layout: &ParamLayout,
+        split: &Split,
+        buffers: &mut [Vec<u8>],
+        first_into_out: bool,
+    ) -> std::result::Result<(), Vec<usize>> {
+        let first = first_into_out.then_some(None);
+        let calls: Vec<Call> = first
+            .into_iter()
+            .chain(buffers.iter_mut().map(Some))
+            .map(|buffer| {
+                let mut pointers = self.pointers;
+                if let Some(buffer) = buffer {
+                    pointers[Operand::Output as usize] = buffer.as_mut_ptr();
+                }
+                Call {
+                    entry: self.entry,
+                    pointers,
+                    params: self.params.clone(),
+                }
+            })
+            .collect();
+        threads::try_each(split.chunks, |c| calls[c].run(layout, Some((split, c))))
+    }
+}
+
 /// Per access: `(operand slot, byte stride along loop level)`.
 fn steps(
     key: &KernelKey,
@@ -327,18 +373,19 @@ fn steps(
         .collect()
 }
 
-/// How to cut a scatter's apply pass along its axis into chunks that reduce into partial
-/// outputs (see `crate::partials`); for when [`split`] found no other loop to split.
+/// How to cut a scatter's apply pass along its axis into at least `least` chunks that
+/// reduce into partial outputs (see `crate::partials`); for when [`split`] found no other
+/// loop to split.
 ///
-/// Each chunk but the first costs an output-sized fill and fold, so the output must be
-/// small beside the work: at most a quarter of a chunk's elements.
+/// Each partial output costs an output-sized fill and fold, so the output must be small
+/// beside the work: at most a quarter of a chunk's elements.
 fn partial_split(
     key: &KernelKey,
     nest: &LoopNest,
     layout: &ParamLayout,
-    params: &[i64],
-    order: &[usize],
+    (params, order): (&[i64], &[usize]),
     out: &RawOperand<'_>,
+    least: i64,
 ) -> Option<Split> {
     let Combine::Reduce(reduction) = nest.combine else {
         return None;
@@ -360,7 +407,7 @@ fn partial_split(
         .max(1);
     let level = order.iter().position(|&d| d == key.axis())?;
     let chunks = threads.min(dims[level] / grain).min(work / (4 * out_numel));
-    (chunks >= 2).then(|| Split {
+    (chunks >= least.max(1)).then(|| Split {
         level,
         chunks: chunks as usize,
         steps: steps(key, layout, params, level),
@@ -485,16 +532,9 @@ impl Kernel {
         let partial = match (&plan, partial_outputs) {
             (None, Some(partial_outputs)) => {
                 let out = ops.get(Operand::Output);
-                partial_split(key, nest, layout, &call.params, &order, out).and_then(|split| {
-                    let Combine::Reduce(reduction) = nest.combine else {
-                        unreachable!("partial_split takes reductions only")
-                    };
-                    let bytes = out.shape.iter().product::<usize>() * key.dtype().size();
-                    let (op, dtype, count) = (key.kind(), key.dtype(), split.chunks - 1);
-                    // Partial outputs only speed the pass up: over the scratch cap, or
-                    // refused by the allocator, the pass runs unsplit.
-                    let buffers =
-                        partials::identity_buffers(op, reduction, dtype, bytes, count).ok()?;
+                partial_split(key, nest, layout, (&call.params, &order), out, 2).and_then(|split| {
+                    // The first chunk reduces into the output itself.
+                    let buffers = partial_buffers(key, nest, out, split.chunks - 1)?;
                     Some((split, buffers, partial_outputs))
                 })
             }
@@ -504,24 +544,7 @@ impl Kernel {
             None => match partial {
                 None => call.run(layout, None),
                 Some((split, mut buffers, partial_outputs)) => {
-                    let calls: Vec<Call> = std::iter::once(None)
-                        .chain(buffers.iter_mut().map(Some))
-                        .map(|buffer| {
-                            let mut pointers = call.pointers;
-                            if let Some(buffer) = buffer {
-                                pointers[Operand::Output as usize] = buffer.as_mut_ptr();
-                            }
-                            Call {
-                                entry: call.entry,
-                                pointers,
-                                params: call.params.clone(),
-                            }
-                        })
-                        .collect();
-                    let status = threads::try_each(split.chunks, |c| {
-                        calls[c].run(layout, Some((&split, c)))
-                    });
-                    drop(calls);
+                    let status = call.run_partials(layout, &split, &mut buffers, true);
                     partial_outputs.extend(buffers);
                     status
                 }
@@ -536,6 +559,48 @@ impl Kernel {
             }
         };
         status.map_err(|counters| Stop::BadIndex(domain_position(counters, &order)))
+    }
+
+    /// The apply pass of a scatter reducing every chunk into a partial output of its own,
+    /// where [`partial_split`] takes it (on any pool, down to one chunk), its bounds checks
+    /// the call's only check: the output is not written, so a bad index leaves it as it
+    /// was, and the indices are read once, where a check pass and the apply read them
+    /// twice. `None` where the pass would not reduce into partial outputs (nothing ran);
+    /// else the partial outputs, for the caller to fold into the output in order, or where
+    /// a chunk stopped.
+    pub(super) fn apply_into_partials(
+        &self,
+        ops: &Operands<'_>,
+    ) -> Option<std::result::Result<Vec<Vec<u8>>, Stop>> {
+        let key = &self.plan.key;
+        let nest = self.plan.pass(PassKind::Apply)?;
+        let layout = self.layout(PassKind::Apply);
+        let (params, order) = bind(key, nest, layout, ops, false);
+        let other_split = tiles(key, nest, layout, &params, jit::cache_resident())
+            .or_else(|| split(key, nest, layout, &params, &order));
+        if other_split.is_some() {
+            return None;
+        }
+        let out = ops.get(Operand::Output);
+        let split = partial_split(key, nest, layout, (&params, &order), out, 1)?;
+        let mut buffers = partial_buffers(key, nest, out, split.chunks)?;
+        let variant = variant_of(layout, key, &params, &order);
+        let demand = Demand::Once(layout.domain_size(&params));
+        let entry = match self.entry(PassKind::Apply, variant, false, demand) {
+            Ok(entry) => entry,
+            Err(e) => return Some(Err(Stop::Failed(e))),
+        };
+        let call = Call {
+            entry,
+            pointers: pointers(ops),
+            params,
+        };
+        let status = call.run_partials(layout, &split, &mut buffers, false);
+        Some(
+            status
+                .map(|()| buffers)
+                .map_err(|counters| Stop::BadIndex(domain_position(counters, &order))),
+        )
     }
 
     /// A writing pass of a scatter on the engine: every bucket in parallel.
@@ -626,7 +691,13 @@ mod tests {
 
     #[test]
     fn only_small_integer_outputs_of_axis_only_scatters_take_partials() {
-        let decide = |dtype: DType, data: &[usize], indices: &[usize]| -> Option<usize> {
+        // The chunks of partial outputs on `threads` threads, at least `least` of them.
+        let decide_on = |threads: usize,
+                         least: i64,
+                         dtype: DType,
+                         data: &[usize],
+                         indices: &[usize]|
+         -> Option<usize> {
             let key = KernelKey::scatter_elements(
                 dtype,
                 DType::I64,
@@ -640,22 +711,33 @@ mod tests {
             let (key, nest) = (plan.key, plan.pass(PassKind::Apply).unwrap());
             let layout = ParamLayout::of(nest);
             let ds = row_major(data);
-            on_threads(2, || {
+            on_threads(threads, || {
                 assert!(split(&key, nest, &layout, &params, &order).is_none());
                 let out = RawOperand {
                     address: crate::tensor::Address::Read(std::ptr::null()),
                     shape: data,
                     strides: &ds,
                 };
-                partial_split(&key, nest, &layout, &params, &order, &out).map(|s| s.chunks)
+                partial_split(&key, nest, &layout, (&params, &order), &out, least).map(|s| s.chunks)
             })
         };
+        let decide =
+            |dtype, data: &[usize], indices: &[usize]| decide_on(2, 2, dtype, data, indices);
         let grain = 1 << 15;
         assert_eq!(decide(DType::I64, &[1, 1000], &[1, 4 * grain]), Some(2));
         assert_eq!(decide(DType::Bool, &[1000], &[4 * grain]), Some(2));
         // Float sums must stay in order; a big output costs more to fold than it saves.
         assert_eq!(decide(DType::F32, &[1, 1000], &[1, 4 * grain]), None);
         assert_eq!(decide(DType::I64, &[1, grain], &[1, 2 * grain]), None);
+        // One thread's apply reduces into one partial output where it checks as it reads.
+        assert_eq!(
+            decide_on(1, 1, DType::I64, &[1, 1000], &[1, 4 * grain]),
+            Some(1)
+        );
+        assert_eq!(
+            decide_on(1, 2, DType::I64, &[1, 1000], &[1, 4 * grain]),
+            None
+        );
     }
 
     #[test]
