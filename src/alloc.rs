@@ -165,25 +165,70 @@ pub(crate) fn zeroed<T: Zeroable>(op: OpKind, buffer: Buffer, len: usize) -> Res
     }
     advise_huge_pages(ptr as *mut u8, layout.size());
     if in_parallel {
-        // An address, which unlike the pointer may cross to the pool's threads.
-        let (start, size) = (ptr as usize, layout.size());
-        let chunks = size.div_ceil(STREAM_CHUNK);
-        let zero = |c: usize| {
-            let at = c * STREAM_CHUNK;
-            // SAFETY: `at..at + n` lies inside the allocation of `size` bytes at `start`,
-            // which nothing else references yet, and chunks do not overlap. Writing bytes
-            // to uninitialized memory through a raw pointer creates no reference to it.
-            unsafe {
-                std::ptr::write_bytes((start + at) as *mut u8, 0, STREAM_CHUNK.min(size - at))
-            };
-            Ok::<(), std::convert::Infallible>(())
-        };
-        let Ok(()) = threads::try_each(chunks, zero);
+        in_chunks(ptr as *mut u8, layout.size(), |to, _, n| {
+            // SAFETY: `in_chunks` gives each call its own `n` bytes of the allocation at
+            // `to`, which nothing else references; writing through a raw pointer creates
+            // no reference to uninitialized memory.
+            unsafe { std::ptr::write_bytes(to, 0, n) }
+        });
     }
     // SAFETY: `ptr` was allocated by the global allocator with the layout of `[T; len]`,
     // which is the layout a `Vec<T>` of capacity `len` uses; its `len` elements are
     // zero bytes (from `calloc` or the fill above), a valid `T` (`Zeroable`).
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+/// A new buffer holding a copy of `from`, after checking its size against the cap for
+/// `buffer`; an allocation the system refuses is [`Error::OutOfMemory`]. The copy is its
+/// first write (no zeroing before it), split over the pool where it has threads and
+/// `from` spans [`STREAM_CHUNK`]s: a new scatter output that starts as data's copy.
+pub(crate) fn copied(op: OpKind, buffer: Buffer, from: &[u8]) -> Result<Vec<u8>> {
+    let len = from.len();
+    check(op, buffer, len as u128)?;
+    let oom = || Error::OutOfMemory {
+        op,
+        buffer,
+        bytes: len as u128,
+    };
+    let layout = Layout::array::<u8>(len).map_err(|_| oom())?;
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: `layout` has a non-zero size (checked above).
+    let ptr = unsafe { alloc::alloc(layout) };
+    if ptr.is_null() {
+        return Err(oom());
+    }
+    advise_huge_pages(ptr, len);
+    let source = from.as_ptr() as usize;
+    in_chunks(ptr, len, |to, at, n| {
+        // SAFETY: `in_chunks` gives each call its own `n` bytes of the new allocation at
+        // `to`, at offset `at`; `from` holds `at + n` bytes or more and, being borrowed,
+        // cannot overlap an allocation made here.
+        unsafe { std::ptr::copy_nonoverlapping((source + at) as *const u8, to, n) }
+    });
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u8; len]`,
+    // which is the layout a `Vec<u8>` of capacity `len` uses, and all `len` bytes were
+    // written above.
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+/// `fill(address, offset, bytes)` for each [`STREAM_CHUNK`] of the `size` bytes at
+/// `start`: over the pool where it has threads and there are two chunks or more, else
+/// once for the whole on this thread. Each call gets a range of its own.
+fn in_chunks(start: *mut u8, size: usize, fill: impl Fn(*mut u8, usize, usize) + Sync) {
+    if size < 2 * STREAM_CHUNK || threads::available() < 2 {
+        fill(start, 0, size);
+        return;
+    }
+    // An address, which unlike the pointer may cross to the pool's threads.
+    let base = start as usize;
+    let chunk = |c: usize| {
+        let at = c * STREAM_CHUNK;
+        fill((base + at) as *mut u8, at, STREAM_CHUNK.min(size - at));
+        Ok::<(), std::convert::Infallible>(())
+    };
+    let Ok(()) = threads::try_each(size.div_ceil(STREAM_CHUNK), chunk);
 }
 
 /// Scratch buffers of earlier calls (compacted indices, partial outputs, `mean`'s
@@ -305,6 +350,30 @@ mod tests {
             // Memory the allocator may hand back next time, not zero.
             v.fill(0xA5);
         }
+    }
+
+    #[test]
+    fn copied_memory_holds_its_source_on_any_pool_and_is_checked() {
+        let op = OpKind::ScatterElements;
+        let from: Vec<u8> = (0..2 * STREAM_CHUNK + 7).map(|i| (i % 251) as u8).collect();
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let v = pool.install(|| copied(op, Buffer::Output, &from)).unwrap();
+            assert_eq!(v, from);
+            assert_eq!(copied(op, Buffer::Output, &from[..5]).unwrap(), from[..5]);
+        }
+        assert!(copied(op, Buffer::Output, &[]).unwrap().is_empty());
+        let small = crate::Limits {
+            max_output_bytes: 10,
+            ..crate::Limits::default()
+        };
+        crate::with_limits(small, || {
+            let e = copied(op, Buffer::Output, &from[..11]).unwrap_err();
+            assert!(matches!(e, Error::LimitExceeded { bytes: 11, .. }), "{e}");
+        });
     }
 
     #[test]

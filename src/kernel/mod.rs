@@ -327,19 +327,29 @@ impl Kernel {
         // Both caps before either allocation.
         alloc::check(op, Buffer::Output, len as u128)?;
         self.check_scratch(&out_shape)?;
-        let bytes = alloc::zeroed(op, Buffer::Output, len)?;
+        // A scatter's output starts as data: where data is row-major, the new buffer is
+        // made as its copy (not zeroed first) and the scatter runs in place on it.
+        let copy_of_data = match op {
+            OpKind::ScatterElements => data.dense_bytes(),
+            _ => None,
+        };
+        let bytes = match copy_of_data {
+            Some(from) => alloc::copied(op, Buffer::Output, from)?,
+            None => alloc::zeroed(op, Buffer::Output, len)?,
+        };
         let mut out = Tensor::from_bytes(dtype, out_shape, bytes)?;
         let mut view = TensorViewMut::from(&mut out);
+        let data = copy_of_data.is_none().then_some(data);
         let ops = memo::Operands {
-            in_place: false,
+            in_place: data.is_none(),
             out: &mut view,
-            data: Some(data),
+            data,
             indices,
             updates,
         };
         // The output is ours: a bad index may stop a pass midway, and the tensor is dropped.
         self.memo.call(self, ops, |out| {
-            self.execute(out, Some(data), indices, updates, false)
+            self.execute(out, data, indices, updates, false)
         })?;
         Ok(out)
     }
