@@ -152,7 +152,7 @@ pub(crate) fn zeroed<T: Zeroable>(op: OpKind, buffer: Buffer, len: usize) -> Res
     if layout.size() == 0 {
         return Ok(Vec::new());
     }
-    let in_parallel = layout.size() >= 2 * STREAM_CHUNK && threads::available() > 1;
+    let in_parallel = fills_in_parallel(layout.size());
     // SAFETY: `layout` has a non-zero size (checked above).
     let ptr = unsafe {
         match in_parallel {
@@ -213,11 +213,17 @@ pub(crate) fn copied(op: OpKind, buffer: Buffer, from: &[u8]) -> Result<Vec<u8>>
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
+/// Whether [`in_chunks`] spreads `size` bytes over the pool: two chunks or more, and a
+/// pool of threads.
+fn fills_in_parallel(size: usize) -> bool {
+    size >= 2 * STREAM_CHUNK && threads::available() > 1
+}
+
 /// `fill(address, offset, bytes)` for each [`STREAM_CHUNK`] of the `size` bytes at
 /// `start`: over the pool where it has threads and there are two chunks or more, else
 /// once for the whole on this thread. Each call gets a range of its own.
 fn in_chunks(start: *mut u8, size: usize, fill: impl Fn(*mut u8, usize, usize) + Sync) {
-    if size < 2 * STREAM_CHUNK || threads::available() < 2 {
+    if !fills_in_parallel(size) {
         fill(start, 0, size);
         return;
     }

@@ -575,6 +575,12 @@ impl Kernel {
     ) -> Option<std::result::Result<Vec<Vec<u8>>, Stop>> {
         let key = &self.plan.key;
         let nest = self.plan.pass(PassKind::Apply)?;
+        // Before binding, which the call's ordinary passes would do again: most scatters
+        // (float ones) never reduce into partial outputs.
+        match nest.combine {
+            Combine::Reduce(reduction) if partials::qualifies(reduction, key.dtype()) => {}
+            _ => return None,
+        }
         let layout = self.layout(PassKind::Apply);
         let (params, order) = bind(key, nest, layout, ops, false);
         let other_split = tiles(key, nest, layout, &params, jit::cache_resident())
