@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use scatterjit_ir::OpKind;
 
 use crate::error::{Buffer, Error, Result};
+use crate::tensor::Place;
 use crate::threads::{self, STREAM_CHUNK};
 
 /// Caps on what one call may allocate, checked on the calling thread before allocating.
@@ -211,6 +212,86 @@ pub(crate) fn copied(op: OpKind, buffer: Buffer, from: &[u8]) -> Result<Vec<u8>>
     // which is the layout a `Vec<u8>` of capacity `len` uses, and all `len` bytes were
     // written above.
     Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+/// A new output that nothing has written yet: the memory of a call whose kernels write
+/// every byte (a Gather's or GatherElements' output), so that neither `calloc` nor a fill
+/// clears it first. It is held by address ([`Place`]) until written, then becomes a `Vec`
+/// ([`Unwritten::written`]); dropped unwritten (after a bad index), it is freed unread.
+pub(crate) struct Unwritten {
+    start: *mut u8,
+    layout: Layout,
+}
+
+impl Unwritten {
+    /// The bytes, for kernels to write.
+    pub(crate) fn place(&mut self) -> Place<'_> {
+        // SAFETY: the allocation of `layout.size()` bytes at `start` is this value's alone,
+        // and `Place`'s borrow of `self` keeps it from being freed or handed out twice.
+        // Only kernels write through it: `written` is the one way to read it.
+        unsafe { Place::unwritten(self.start, self.layout.size()) }
+    }
+
+    /// The bytes, once kernels wrote every one.
+    ///
+    /// # Safety
+    /// Every byte of [`Self::place`] has been written.
+    pub(crate) unsafe fn written(self) -> Vec<u8> {
+        let this = std::mem::ManuallyDrop::new(self);
+        let len = this.layout.size();
+        if len == 0 {
+            return Vec::new();
+        }
+        // SAFETY: `start` was allocated by the global allocator with the layout of
+        // `[u8; len]`, a `Vec<u8>`'s of capacity `len`; every byte is initialized (this
+        // function's contract); `ManuallyDrop` keeps `Drop` from freeing it.
+        unsafe { Vec::from_raw_parts(this.start, len, len) }
+    }
+}
+
+impl Drop for Unwritten {
+    fn drop(&mut self) {
+        if self.layout.size() > 0 {
+            // SAFETY: allocated by the global allocator with `layout` in `unwritten`, and
+            // not given away (`written` does not drop).
+            unsafe { alloc::dealloc(self.start, self.layout) }
+        }
+    }
+}
+
+/// `len` bytes of output that nothing has written yet, after checking their size against
+/// the cap; an allocation the system refuses is [`Error::OutOfMemory`]. A gather's output
+/// written whole by its kernels needs no zeros first: where the allocator reuses memory
+/// (glibc, for sizes freed before), `calloc` cleared it on the calling thread, about a
+/// quarter of a one-thread gather into 16 MiB (BENCHMARKS.md).
+pub(crate) fn unwritten(op: OpKind, len: usize) -> Result<Unwritten> {
+    let buffer = Buffer::Output;
+    check(op, buffer, len as u128)?;
+    let oom = || Error::OutOfMemory {
+        op,
+        buffer,
+        bytes: len as u128,
+    };
+    let layout = Layout::array::<u8>(len).map_err(|_| oom())?;
+    if len == 0 {
+        return Ok(Unwritten {
+            start: std::ptr::NonNull::dangling().as_ptr(),
+            layout,
+        });
+    }
+    // SAFETY: `layout` has a non-zero size (checked above).
+    let start = unsafe { alloc::alloc(layout) };
+    if start.is_null() {
+        return Err(oom());
+    }
+    advise_huge_pages(start, len);
+    if cfg!(debug_assertions) {
+        // Debug builds fill it with a pattern, so that a test of a kernel that skipped an
+        // element fails on it, rather than pass on the zeros a reused block may hold.
+        // SAFETY: the `len` bytes at `start` were just allocated, and nothing else has them.
+        unsafe { std::ptr::write_bytes(start, 0xA5, len) };
+    }
+    Ok(Unwritten { start, layout })
 }
 
 /// Whether [`in_chunks`] spreads `size` bytes over the pool: two chunks or more, and a

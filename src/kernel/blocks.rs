@@ -138,7 +138,7 @@ impl Kernel {
         data: &TensorView<'_>,
         indices: &TensorView<'_>,
     ) -> Result<bool> {
-        if out.dense_bytes_mut().is_none() {
+        if out.dense_place().is_none() {
             return Ok(false);
         }
         let Some(picks) = self.picks_line(indices.shape(), indices.strides()) else {
@@ -148,7 +148,8 @@ impl Kernel {
             return Ok(false);
         };
         let unit = blocks.unit;
-        let dense = out.dense_bytes_mut().expect("row-major, as found above");
+        // A place, not a slice: a new output is unwritten until the siblings write it.
+        let dense = out.dense_place().expect("row-major, as found above");
         // Every table and view first, so that a refusal leaves the output unwritten.
         let mut runs = Vec::with_capacity(2);
         let mut rest = dense;
@@ -172,9 +173,11 @@ impl Kernel {
             let Ok(view) = TensorView::new(unit, &shape, &[step, 1], start, data.buffer()) else {
                 return Ok(false);
             };
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(count * picks * unit.size());
+            let Some((head, tail)) = rest.split_at(count * picks * unit.size()) else {
+                return Ok(false);
+            };
             rest = tail;
-            let Ok(to) = TensorViewMut::new(unit, &[count, picks], &[picks as isize, 1], 0, head)
+            let Ok(to) = TensorViewMut::over(head, unit, &[count, picks], &[picks as isize, 1], 0)
             else {
                 return Ok(false);
             };

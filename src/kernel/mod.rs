@@ -333,25 +333,49 @@ impl Kernel {
             OpKind::ScatterElements => data.dense_bytes(),
             _ => None,
         };
+        // A gather's kernels write every element, so its output starts unwritten; but
+        // for bool, whose bytes `Tensor` checks, which a view of data does not.
+        if op != OpKind::ScatterElements && dtype != DType::Bool {
+            let mut bytes = alloc::unwritten(op, len)?;
+            // SAFETY: the view goes to a gather's call only, whose kernels (compiled or
+            // in blocks, any split) write every element before anything reads it.
+            let mut view = unsafe { TensorViewMut::unwritten(bytes.place(), dtype, &out_shape) }?;
+            self.run_new(&mut view, Some(data), indices, updates)?;
+            // SAFETY: the call succeeded, so every byte has been written (above); a bad
+            // index returned early and dropped `bytes` unread.
+            let bytes = unsafe { bytes.written() };
+            return Ok(Tensor::from_bytes(dtype, out_shape, bytes)?);
+        }
         let bytes = match copy_of_data {
             Some(from) => alloc::copied(op, Buffer::Output, from)?,
             None => alloc::zeroed(op, Buffer::Output, len)?,
         };
         let mut out = Tensor::from_bytes(dtype, out_shape, bytes)?;
-        let mut view = TensorViewMut::from(&mut out);
         let data = copy_of_data.is_none().then_some(data);
+        self.run_new(&mut TensorViewMut::from(&mut out), data, indices, updates)?;
+        Ok(out)
+    }
+
+    /// A call into a new output of [`Self::run`] (in place on it when `data` is `None`):
+    /// without the check before the first write, as the output is ours; a bad index may
+    /// stop a pass midway, and the output is dropped.
+    fn run_new(
+        &self,
+        out: &mut TensorViewMut<'_>,
+        data: Option<&TensorView<'_>>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Result<()> {
         let ops = memo::Operands {
             in_place: data.is_none(),
-            out: &mut view,
+            out,
             data,
             indices,
             updates,
         };
-        // The output is ours: a bad index may stop a pass midway, and the tensor is dropped.
         self.memo.call(self, ops, |out| {
             self.execute(out, data, indices, updates, false)
-        })?;
-        Ok(out)
+        })
     }
 
     /// Runs the op into a caller's output view (the ONNX Runtime / OpenVINO style of

@@ -16,7 +16,7 @@ use crate::abi::{self, ParamLayout, STATUS_OK};
 use crate::check;
 use crate::error::{Error, Result};
 use crate::jit::PassFn;
-use crate::tensor::{self, Address, RawOperand, TensorView, TensorViewMut, Unbuffered};
+use crate::tensor::{self, Address, Place, RawOperand, TensorView, TensorViewMut, Unbuffered};
 use crate::threads::STREAM_CHUNK;
 
 /// The geometry of one operand of a prepared call: its shape, element strides (zero and
@@ -376,7 +376,10 @@ impl Prepared {
                 },
             }));
         }
-        match self.binding.run(&self.kernel, out, data, indices, updates) {
+        match self
+            .binding
+            .run(&self.kernel, Place::from(&mut *out), data, indices, updates)
+        {
             Some(done) => done,
             None => self.run_views(out, data, indices, updates),
         }
@@ -442,7 +445,7 @@ impl Binding {
     pub(super) fn run(
         &self,
         kernel: &Kernel,
-        out: &mut [u8],
+        mut out: Place<'_>,
         data: Option<&[u8]>,
         indices: &[u8],
         updates: Option<&[u8]>,
@@ -453,7 +456,7 @@ impl Binding {
             && updates
                 .zip(self.updates.as_ref())
                 .is_none_or(|(u, g)| u.len() >= g.needed);
-        let span = out.as_ptr_range();
+        let span = out.span();
         let disjoint = [data, Some(indices), updates]
             .into_iter()
             .flatten()
@@ -505,7 +508,8 @@ impl Binding {
                 }
                 Step::Memcpy { from, to } => {
                     let data = data.expect("in-place calls have no copy");
-                    out[to.clone()].copy_from_slice(&data[from.clone()]);
+                    out.write(to.start, &data[from.clone()])
+                        .expect("inside `out`: its length was checked against the geometry");
                 }
                 Step::Pass(bound) => {
                     let mut pointers = [std::ptr::null_mut::<u8>(); OPERAND_SLOTS];

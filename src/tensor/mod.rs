@@ -16,7 +16,7 @@ mod walk;
 
 pub(crate) use layout::{is_dense, row_major, Dims};
 pub use raw::overlaps;
-pub(crate) use raw::{Address, RawOperand};
+pub(crate) use raw::{Address, Place, RawOperand};
 pub(crate) use unbuffered::Unbuffered;
 pub use view::{TensorView, TensorViewMut};
 pub(crate) use walk::{for_each_offset, offset_of};

@@ -6,7 +6,7 @@ use std::ops::Range;
 use scatterjit_ir::{checked_nbytes, checked_numel, DType, Error, Meta, Operand, Result, Tensor};
 
 use super::layout::{row_major, Layout};
-use super::raw::{Address, RawOperand};
+use super::raw::{Address, Place, RawOperand};
 use super::walk::for_each_offset;
 
 /// A read-only strided view of elements in a byte slice.
@@ -72,7 +72,8 @@ pub struct TensorView<'a> {
 #[derive(Debug)]
 pub struct TensorViewMut<'a> {
     layout: Layout,
-    bytes: &'a mut [u8],
+    /// Initialized, but in the views of [`Self::unwritten`], which only kernels write.
+    bytes: Place<'a>,
     /// The elements of a string tensor's view; empty for other dtypes.
     strings: &'a mut [String],
 }
@@ -249,6 +250,17 @@ impl<'a> TensorViewMut<'a> {
         offset: usize,
         bytes: &'a mut [u8],
     ) -> Result<Self> {
+        Self::over(Place::from(bytes), dtype, shape, strides, offset)
+    }
+
+    /// [`Self::new`] over a place: as initialized as it is.
+    pub(crate) fn over(
+        bytes: Place<'a>,
+        dtype: DType,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+    ) -> Result<Self> {
         let layout =
             Layout::new(Operand::Output, dtype, shape, strides, offset, bytes.len())?.writable()?;
         Ok(TensorViewMut {
@@ -256,6 +268,20 @@ impl<'a> TensorViewMut<'a> {
             bytes,
             strings: &mut [],
         })
+    }
+
+    /// A row-major view of a new output that nothing has written yet.
+    ///
+    /// # Safety
+    /// As for [`Place::unwritten`]: the view goes only to calls whose kernels write every
+    /// element before anything reads one (a Gather or GatherElements), and nothing calls
+    /// [`Self::as_view`] or [`Self::dense_bytes_mut`] on it.
+    pub(crate) unsafe fn unwritten(
+        bytes: Place<'a>,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Self> {
+        Self::over(bytes, dtype, shape, &row_major(shape), 0)
     }
 
     /// Element type.
@@ -278,7 +304,9 @@ impl<'a> TensorViewMut<'a> {
     pub fn as_view(&self) -> TensorView<'_> {
         TensorView {
             layout: self.layout.clone(),
-            bytes: self.bytes,
+            // SAFETY: initialized: the public constructors take slices, and the views of
+            // `Self::unwritten` are never asked for this (its contract).
+            bytes: unsafe { self.bytes.bytes() },
             strings: self.strings,
         }
     }
@@ -286,18 +314,26 @@ impl<'a> TensorViewMut<'a> {
     /// The elements as one row-major byte slice, if the view is laid out that way.
     pub(crate) fn dense_bytes_mut(&mut self) -> Option<&mut [u8]> {
         let range = self.layout.dense_range()?;
-        Some(&mut self.bytes[range])
+        // SAFETY: initialized, as in `as_view`.
+        Some(&mut unsafe { self.bytes.bytes_mut() }[range])
+    }
+
+    /// The elements as one row-major place, if the view is laid out that way: what
+    /// [`Self::dense_bytes_mut`] is, for writers that may meet an unwritten output.
+    pub(crate) fn dense_place(&mut self) -> Option<Place<'_>> {
+        let range = self.layout.dense_range()?;
+        self.bytes.reborrow().slice(range)
     }
 
     /// The addresses of the viewed buffer.
     pub(crate) fn span(&self) -> Range<*const u8> {
-        self.bytes.as_ptr_range()
+        self.bytes.span()
     }
 
     /// The whole viewed buffer, position 0 at the layout's offset. Writable views never
     /// put two positions on one element, whatever is written through this.
-    pub(crate) fn buffer_mut(&mut self) -> &mut [u8] {
-        self.bytes
+    pub(crate) fn buffer_mut(&mut self) -> Place<'_> {
+        self.bytes.reborrow()
     }
 
     /// The element offset of position 0 in [`Self::buffer_mut`].
@@ -329,13 +365,13 @@ impl<'a> From<&'a mut Tensor> for TensorViewMut<'a> {
         if t.dtype() == DType::String {
             return TensorViewMut {
                 layout,
-                bytes: &mut [],
+                bytes: Place::from(&mut [][..]),
                 strings: t.strings_mut().unwrap_or_default(),
             };
         }
         TensorViewMut {
             layout,
-            bytes: t.bytes_mut(),
+            bytes: Place::from(t.bytes_mut()),
             strings: &mut [],
         }
     }
