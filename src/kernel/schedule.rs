@@ -74,10 +74,19 @@ const LINE: usize = abi::CACHE_LINE as usize;
 /// A split of the innermost loop whose elements do not pick one by one (its index, if any,
 /// stays put along it: a row picked whole) gives each chunk at least this many bytes of
 /// its widest access: a page, the span the hardware's stream prefetcher works in, so that
-/// no thread's prefetches pull in lines another thread reads. Narrower rows (the expanded
-/// GNN scatters' 256 bytes) run whole: with their picks prefetched, the two threads'
-/// halves of each row took 1.5-1.7x one thread's time (BENCHMARKS.md).
+/// no thread's prefetches pull in lines another thread reads. A scatter's rows are the
+/// exception, see [`MIN_SCATTER_ROW_CHUNK`].
 const MIN_ROW_CHUNK: usize = 4096;
+
+/// A split of the innermost loop of a scatter that writes whole rows through its index (a
+/// broadcast or row-uniform index along an outer axis, below the engine's threads) gives
+/// each chunk at least two cache lines, as for picks: such a scatter has no other split.
+/// Two-vCPU Xeon, f32 [400000, 64] into [50000, 64] along axis 0, index `expand_as`, two
+/// threads: in 256-byte rows (whole) max 32.0 ms, add 17.7, mean 18.1 against 31-33, 19-20
+/// and 19 at one thread; in two chunks of 128 bytes 22.0, 17.3 and 18.1; in four of 64
+/// bytes 31.6, 29.1 and 20.1 (one run each, BENCHMARKS.md). An older two-vCPU EPYC had put
+/// the halves of 256-byte rows at 1.5-1.7x one thread's time.
+const MIN_SCATTER_ROW_CHUNK: usize = 2 * LINE;
 
 /// A split of the innermost loop whose elements pick one by one gives each chunk at least
 /// this many bytes of its widest access (two cache lines), where that leaves each thread
@@ -141,7 +150,8 @@ fn split(
     let mut align = 1;
     if level + 1 == depth {
         // Innermost splits cut rows: chunks of at least a page, or of two lines where
-        // elements pick (down to a vector where that leaves threads idle).
+        // elements pick (down to a vector where that leaves threads idle) or a scatter
+        // writes whole rows.
         let widest = steps
             .iter()
             .map(|s| s.1.unsigned_abs())
@@ -159,6 +169,7 @@ fn split(
                 chunks = chunks.min(PICKS_CHUNKS_PER_THREAD * threads);
                 MIN_SHARED_PICKS_CHUNK.max(bytes / chunks.max(1))
             }
+            false if nest.writes_through_index() => MIN_SCATTER_ROW_CHUNK,
             false => MIN_ROW_CHUNK,
         };
         chunks = chunks.min(bytes / least);
@@ -667,6 +678,16 @@ mod tests {
     /// The parameters and loop order the apply pass of `key` (ScatterElements or
     /// GatherElements, i64 indices) binds for row-major data and indices of these shapes.
     fn bind_apply(key: KernelKey, data: &[usize], indices: &[usize]) -> (Plan, Vec<i64>, Order) {
+        bind_apply_strided(key, data, indices, &row_major(indices))
+    }
+
+    /// [`bind_apply`] with indices of element strides `index_strides`.
+    fn bind_apply_strided(
+        key: KernelKey,
+        data: &[usize],
+        indices: &[usize],
+        index_strides: &[isize],
+    ) -> (Plan, Vec<i64>, Order) {
         let dtype = key.dtype();
         let plan = Plan::new(key);
         let nest = plan.pass(PassKind::Apply).unwrap();
@@ -679,7 +700,7 @@ mod tests {
         let (ds, is) = (row_major(data), row_major(indices));
         let mut ov =
             TensorViewMut::new(dtype, out_shape, &row_major(out_shape), 0, &mut out).unwrap();
-        let iv = TensorView::new(DType::I64, indices, &is, 0, &idx).unwrap();
+        let iv = TensorView::new(DType::I64, indices, index_strides, 0, &idx).unwrap();
         let ops = Operands::default()
             .with(Operand::Indices, iv.raw())
             .with(Operand::Output, ov.raw());
@@ -772,6 +793,30 @@ mod tests {
         assert_eq!(split_of(16, &[65536, 64], &[65536, 64]), Some((1, 32, 2)));
         // A row narrower than a vector per thread gives each chunk one vector.
         assert_eq!(split_of(16, &[65536, 8], &[65536, 8]), Some((1, 4, 2)));
+    }
+
+    #[test]
+    fn scattered_whole_rows_split_in_pairs_of_lines() {
+        // (level, chunks) of the split of a scatter `reduction` along axis 0 whose index
+        // is broadcast along each row (`expand_as`): a row is picked whole, and cut only
+        // into chunks of at least two lines of its widest access.
+        let split_of = |reduction: Reduction, threads: usize, width: usize| {
+            let key =
+                KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, reduction, true).unwrap();
+            let (data, indices) = ([4096, width], [65536, width]);
+            let (plan, params, order) = bind_apply_strided(key, &data, &indices, &[1, 0]);
+            let nest = plan.pass(PassKind::Apply).unwrap();
+            let layout = ParamLayout::of(nest);
+            on_threads(threads, || split(&key, nest, &layout, &params, &order))
+                .map(|s| (s.level, s.chunks))
+        };
+        // Rows of 64 f32 (256 bytes): two chunks, on any pool.
+        assert_eq!(split_of(Reduction::Max, 2, 64), Some((1, 2)));
+        assert_eq!(split_of(Reduction::Add, 3, 64), Some((1, 2)));
+        // Of 32 (128 bytes): whole.
+        assert_eq!(split_of(Reduction::Add, 2, 32), None);
+        // Of 1024 (4 KiB): four chunks per thread.
+        assert_eq!(split_of(Reduction::Add, 2, 1024), Some((1, 8)));
     }
 
     #[test]

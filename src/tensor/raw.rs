@@ -169,6 +169,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn places_refuse_ranges_and_writes_past_their_end() {
+        let mut bytes = [0u8; 8];
+        let mut place = Place::from(&mut bytes[..]);
+        assert_eq!(place.len(), 8);
+        assert!(place.reborrow().slice(2..9).is_none());
+        let (start, end) = (5, 4);
+        assert!(place.reborrow().slice(start..end).is_none());
+        assert!(place.reborrow().split_at(9).is_none());
+        assert!(place.write(6, &[1, 2, 3]).is_none());
+        assert!(place.write(usize::MAX, &[1]).is_none());
+        let (mut head, tail) = place.split_at(3).unwrap();
+        assert_eq!((head.len(), tail.len()), (3, 5));
+        let mut tail = tail.slice(1..5).unwrap();
+        tail.write(0, &[7, 8, 9, 10]).unwrap();
+        head.write(1, &[5, 6]).unwrap();
+        assert_eq!(bytes, [0, 5, 6, 0, 7, 8, 9, 10]);
+    }
+
+    #[test]
     fn overlapping_spans() {
         let bytes = [0u8; 16];
         let span = |r: Range<usize>| bytes[r].as_ptr_range();
