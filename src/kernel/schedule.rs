@@ -38,6 +38,17 @@ pub(super) fn parallel_grain() -> i64 {
 /// takes runs its slices in one bucket, in order, on one thread.
 static ENGINE_THREADS: AtomicI64 = AtomicI64::new(4);
 
+/// The fewest threads the engine spreads a scatter over whose index is uniform by layout
+/// (a broadcast view), where [`ENGINE_THREADS`] is more: the ordinary split of such a
+/// scatter cuts each row into halves or reads it whole on one thread, and the keys that
+/// make an index uniform by value cheap below the engine's threads are nothing to it.
+/// Two-vCPU Xeon, 2026-11-27, expanded GNN scatters of f32 [400000, 64] into [50000, 64]
+/// at 2 threads, two runs (ms): add 20.3-23.1 split, 18.4-21.1 on buckets; max 27.5-28.3
+/// and 19.1-25.1; mean 22.2-25.2 and 19.4 (one thread: 21.3, 37.3, 21.8). With the index
+/// materialized, buckets gained nothing at 2 threads (add 38.7 and 36.7, max 39.1 and 42.0,
+/// mean 38.9 and 39.1), so those keep four.
+const LAYOUT_ENGINE_THREADS: i64 = 2;
+
 /// Sets the fewest threads the parallel engine spreads its buckets over (default 4).
 /// Results do not depend on it; tests lower it so that small pools exercise the engine.
 #[doc(hidden)]
@@ -450,7 +461,8 @@ impl Kernel {
     /// of each index checks it, and the ordinary passes read one dense key per slice, as
     /// they read an expanded index. An index uniform by layout (a broadcast view) gains
     /// nothing from keys, since the ordinary check and passes already read it once per
-    /// slice, and takes the ordinary path: the sort and the row list cost its add, max
+    /// slice: it takes buckets from [`LAYOUT_ENGINE_THREADS`] threads, and below, on one
+    /// thread, the ordinary path: the sort and the row list cost its add, max
     /// and mean about a quarter of their time (2-vCPU machine, 2026-11-25, `scatterjit
     /// bench --threads 1`, three runs each, expanded add 18.4-21.2 ms with one bucket,
     /// 13.9-15.8 without).
@@ -487,11 +499,17 @@ impl Kernel {
         }
         // Positions before the axis split the ordinary passes that many ways, in order;
         // the engine pays off only with as many more threads again.
-        let spread = threads as u64
-            >= (ENGINE_THREADS.load(Ordering::Relaxed) as u64).saturating_mul(outer as u64);
+        let by_layout = engine::uniform_by_layout(indices, axis);
+        let least = match by_layout {
+            true => ENGINE_THREADS
+                .load(Ordering::Relaxed)
+                .min(LAYOUT_ENGINE_THREADS),
+            false => ENGINE_THREADS.load(Ordering::Relaxed),
+        };
+        let spread = threads as u64 >= (least as u64).saturating_mul(outer as u64);
         let target = match spread {
             true => Some(BUCKETS_PER_THREAD * threads),
-            false if engine::uniform_by_layout(indices, axis) => return None,
+            false if by_layout => return None,
             false => None,
         };
         engine::sort(indices, axis, data_shape[axis], target)
