@@ -184,39 +184,21 @@ pub(crate) fn zeroed<T: Zeroable>(op: OpKind, buffer: Buffer, len: usize) -> Res
 /// first write (no zeroing before it), split over the pool where it has threads and
 /// `from` spans [`STREAM_CHUNK`]s: a new scatter output that starts as data's copy.
 pub(crate) fn copied(op: OpKind, buffer: Buffer, from: &[u8]) -> Result<Vec<u8>> {
-    let len = from.len();
-    check(op, buffer, len as u128)?;
-    let oom = || Error::OutOfMemory {
-        op,
-        buffer,
-        bytes: len as u128,
-    };
-    let layout = Layout::array::<u8>(len).map_err(|_| oom())?;
-    if len == 0 {
-        return Ok(Vec::new());
-    }
-    // SAFETY: `layout` has a non-zero size (checked above).
-    let ptr = unsafe { alloc::alloc(layout) };
-    if ptr.is_null() {
-        return Err(oom());
-    }
-    advise_huge_pages(ptr, len);
+    let mut bytes = unwritten(op, buffer, from.len())?;
     let source = from.as_ptr() as usize;
-    in_chunks(ptr, len, |to, at, n| {
+    in_chunks(bytes.place().as_mut_ptr(), from.len(), |to, at, n| {
         // SAFETY: `in_chunks` gives each call its own `n` bytes of the new allocation at
         // `to`, at offset `at`; `from` holds `at + n` bytes or more and, being borrowed,
         // cannot overlap an allocation made here.
         unsafe { std::ptr::copy_nonoverlapping((source + at) as *const u8, to, n) }
     });
-    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u8; len]`,
-    // which is the layout a `Vec<u8>` of capacity `len` uses, and all `len` bytes were
-    // written above.
-    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+    // SAFETY: every byte was written above.
+    Ok(unsafe { bytes.written() })
 }
 
-/// A new output that nothing has written yet: the memory of a call whose kernels write
-/// every byte (a Gather's or GatherElements' output), so that neither `calloc` nor a fill
-/// clears it first. It is held by address ([`Place`]) until written, then becomes a `Vec`
+/// A new buffer that nothing has written yet: an output whose first write covers every
+/// byte (a Gather's or GatherElements' output, a scatter's copy of data), so that neither
+/// `calloc` nor a fill clears it first. It is held by address ([`Place`]) until written, then becomes a `Vec`
 /// ([`Unwritten::written`]); dropped unwritten (after a bad index), it is freed unread.
 pub(crate) struct Unwritten {
     start: *mut u8,
@@ -259,13 +241,12 @@ impl Drop for Unwritten {
     }
 }
 
-/// `len` bytes of output that nothing has written yet, after checking their size against
-/// the cap; an allocation the system refuses is [`Error::OutOfMemory`]. A gather's output
-/// written whole by its kernels needs no zeros first: where the allocator reuses memory
-/// (glibc, for sizes freed before), `calloc` cleared it on the calling thread, about a
-/// quarter of a one-thread gather into 16 MiB (BENCHMARKS.md).
-pub(crate) fn unwritten(op: OpKind, len: usize) -> Result<Unwritten> {
-    let buffer = Buffer::Output;
+/// `len` bytes that nothing has written yet, after checking their size against the cap
+/// for `buffer`; an allocation the system refuses is [`Error::OutOfMemory`]. A gather's
+/// output written whole by its kernels needs no zeros first: where the allocator reuses
+/// memory (glibc, for sizes freed before), `calloc` cleared it on the calling thread, about
+/// a quarter of a one-thread gather into 16 MiB (BENCHMARKS.md).
+pub(crate) fn unwritten(op: OpKind, buffer: Buffer, len: usize) -> Result<Unwritten> {
     check(op, buffer, len as u128)?;
     let oom = || Error::OutOfMemory {
         op,

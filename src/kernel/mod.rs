@@ -336,7 +336,7 @@ impl Kernel {
         // A gather's kernels write every element, so its output starts unwritten; but
         // for bool, whose bytes `Tensor` checks, which a view of data does not.
         if op != OpKind::ScatterElements && dtype != DType::Bool {
-            let mut bytes = alloc::unwritten(op, len)?;
+            let mut bytes = alloc::unwritten(op, Buffer::Output, len)?;
             // SAFETY: the view goes to a gather's call only, whose kernels (compiled or
             // in blocks, any split) write every element before anything reads it.
             let mut view = unsafe { TensorViewMut::unwritten(bytes.place(), dtype, &out_shape) }?;
