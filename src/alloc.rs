@@ -198,19 +198,20 @@ pub(crate) fn copied(op: OpKind, buffer: Buffer, from: &[u8]) -> Result<Vec<u8>>
 
 /// A new buffer that nothing has written yet: an output whose first write covers every
 /// byte (a Gather's or GatherElements' output, a scatter's copy of data), so that neither
-/// `calloc` nor a fill clears it first. It is held by address ([`Place`]) until written, then becomes a `Vec`
-/// ([`Unwritten::written`]); dropped unwritten (after a bad index), it is freed unread.
+/// `calloc` nor a fill clears it first. It is held by address ([`Place`]) until written,
+/// then becomes a `Vec` ([`Unwritten::written`]); dropped unwritten (after a bad index),
+/// it is freed unread.
 pub(crate) struct Unwritten {
     start: *mut u8,
     layout: Layout,
 }
 
 impl Unwritten {
-    /// The bytes, for kernels to write.
+    /// The bytes, to be written whole (by kernels or a copy) before [`Self::written`].
     pub(crate) fn place(&mut self) -> Place<'_> {
         // SAFETY: the allocation of `layout.size()` bytes at `start` is this value's alone,
         // and `Place`'s borrow of `self` keeps it from being freed or handed out twice.
-        // Only kernels write through it: `written` is the one way to read it.
+        // Its users only write through it: `written` is the one way to read it.
         unsafe { Place::unwritten(self.start, self.layout.size()) }
     }
 

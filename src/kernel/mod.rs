@@ -327,12 +327,6 @@ impl Kernel {
         // Both caps before either allocation.
         alloc::check(op, Buffer::Output, len as u128)?;
         self.check_scratch(&out_shape)?;
-        // A scatter's output starts as data: where data is row-major, the new buffer is
-        // made as its copy (not zeroed first) and the scatter runs in place on it.
-        let copy_of_data = match op {
-            OpKind::ScatterElements => data.dense_bytes(),
-            _ => None,
-        };
         // A gather's kernels write every element, so its output starts unwritten; but
         // for bool, whose bytes `Tensor` checks, which a view of data does not.
         if op != OpKind::ScatterElements && dtype != DType::Bool {
@@ -346,6 +340,12 @@ impl Kernel {
             let bytes = unsafe { bytes.written() };
             return Ok(Tensor::from_bytes(dtype, out_shape, bytes)?);
         }
+        // A scatter's output starts as data: where data is row-major, the new buffer is
+        // made as its copy (not zeroed first) and the scatter runs in place on it.
+        let copy_of_data = match op {
+            OpKind::ScatterElements => data.dense_bytes(),
+            _ => None,
+        };
         let bytes = match copy_of_data {
             Some(from) => alloc::copied(op, Buffer::Output, from)?,
             None => alloc::zeroed(op, Buffer::Output, len)?,

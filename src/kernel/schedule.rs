@@ -89,14 +89,16 @@ const LINE: usize = abi::CACHE_LINE as usize;
 /// exception, see [`MIN_SCATTER_ROW_CHUNK`].
 const MIN_ROW_CHUNK: usize = 4096;
 
-/// A split of the innermost loop of a scatter that writes whole rows through its index (a
-/// broadcast or row-uniform index along an outer axis, below the engine's threads) gives
-/// each chunk at least two cache lines, as for picks: such a scatter has no other split.
+/// A split of the innermost loop of a scatter that writes whole rows through its index (an
+/// index broadcast along them, where the engine does not take the call: one thread per
+/// position before the axis, slices too wide for it, or a sort that declines) gives each
+/// chunk at least two cache lines, as for picks: such a scatter has no other split.
 /// Two-vCPU Xeon, f32 [400000, 64] into [50000, 64] along axis 0, index `expand_as`, two
-/// threads: in 256-byte rows (whole) max 32.0 ms, add 17.7, mean 18.1 against 31-33, 19-20
-/// and 19 at one thread; in two chunks of 128 bytes 22.0, 17.3 and 18.1; in four of 64
-/// bytes 31.6, 29.1 and 20.1 (one run each, BENCHMARKS.md). An older two-vCPU EPYC had put
-/// the halves of 256-byte rows at 1.5-1.7x one thread's time.
+/// threads, before that call took buckets ([`LAYOUT_ENGINE_THREADS`]): in 256-byte rows
+/// (whole) max 32.0 ms, add 17.7, mean 18.1 against 31-33, 19-20 and 19 at one thread; in
+/// two chunks of 128 bytes 22.0, 17.3 and 18.1; in four of 64 bytes 31.6, 29.1 and 20.1
+/// (one run each, BENCHMARKS.md). An older two-vCPU EPYC had put the halves of 256-byte
+/// rows at 1.5-1.7x one thread's time.
 const MIN_SCATTER_ROW_CHUNK: usize = 2 * LINE;
 
 /// A split of the innermost loop whose elements pick one by one gives each chunk at least
