@@ -9,4 +9,6 @@ pub(crate) mod lower;
 mod test_jit;
 
 pub(crate) use half::f16_to_f32_bits;
-pub(crate) use lower::{build_pass, prefetch_helper_signature, Machine, Prefetch};
+pub(crate) use lower::{
+    build_pass, prefetch_helper_signature, Machine, Prefetch, FROM_DEST, FROM_SOURCE,
+};

@@ -4,43 +4,66 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use crate::codegen::{FROM_DEST, FROM_SOURCE};
+
 /// The name JIT code imports the helper by.
 pub(crate) const SYMBOL: &str = "scatterjit_prefetch_row";
 
 /// The name JIT code imports [`FROM_BYTES`] by.
 pub(crate) const FROM_SYMBOL: &str = "scatterjit_prefetch_from";
 
-/// The smallest tensor (its extent along the indexed dim, in bytes) whose picks JIT code
-/// prefetches: most lines of a smaller one stay in the last-level cache between picks, and
-/// there the call costs more than the misses it saves. Read by the code at each row, so
-/// that tests can lower it for kernels already compiled. [`UNSET`] until [`from_address`]
-/// first hands it to a compile (or a caller sets it).
-static FROM_BYTES: AtomicI64 = AtomicI64::new(UNSET);
+/// The smallest extents (bytes along the indexed dim) of the tensors whose picks JIT code
+/// prefetches: slot [`FROM_SOURCE`] for a tensor a pass reads picks from, [`FROM_DEST`]
+/// for the destination it combines into. Smaller tensors stay close enough in the caches that the
+/// helper's call costs more than the misses it saves. Read by the code at each row, so
+/// that tests can lower them for kernels already compiled; [`UNSET`] until
+/// [`from_address`] first hands them to a compile (or a caller sets them).
+static FROM_BYTES: [AtomicI64; 2] = [AtomicI64::new(UNSET), AtomicI64::new(UNSET)];
 
 /// [`FROM_BYTES`] before anything set it.
 const UNSET: i64 = -1;
 
-/// Sets the smallest extent (bytes) of a tensor whose picks are prefetched (default: a
-/// third of the last-level cache). Results do not depend on it; tests set 0 so that small
-/// problems run the prefetching code.
+/// Sets the smallest extent (bytes) of a tensor whose picks are prefetched: `bytes` for the
+/// tensors picked from, an eighth of it for destinations (defaults: [`default_from`]).
+/// Results do not depend on it; tests set 0 so that small problems run the prefetching
+/// code.
 #[doc(hidden)]
 pub fn set_prefetch_from(bytes: usize) {
-    FROM_BYTES.store(i64::try_from(bytes).unwrap_or(i64::MAX), Ordering::Relaxed);
+    let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+    FROM_BYTES[FROM_SOURCE].store(bytes, Ordering::Relaxed);
+    FROM_BYTES[FROM_DEST].store(bytes >> 3, Ordering::Relaxed);
 }
 
-/// A third of the last-level cache, at least 1 MiB (8 MiB where the cache's size is
-/// unknown). Gathering random rows on a machine with 32 MiB of it, one thread, prefetch
-/// against none: tables of 3, 6 and 10 MB ran 15% slower, and tables of 13, 20 and 64 MB
-/// 6-37% faster (BENCHMARKS.md).
-fn default_from() -> i64 {
+/// The defaults of [`FROM_BYTES`] on this machine.
+///
+/// Picks read from a tensor: a third of the last-level cache, at least 1 MiB (8 MiB where
+/// the cache's size is unknown). Gathering random rows on a machine with 32 MiB of it,
+/// one thread, prefetch against none: tables of 3, 6 and 10 MB ran 15% slower, and tables
+/// of 13, 20 and 64 MB 6-37% faster (BENCHMARKS.md).
+///
+/// A destination's picks: the size of the second-level cache, the last one private to a
+/// core (an eighth of the source's where it is unknown). The shared level behind it can be
+/// far: on a Xeon whose 480 MiB of it set the source's threshold at 160 MB, a scatter max
+/// of 256-byte rows into outputs of 4 to 34 MB ran 1.3-1.4x faster with the prefetch of
+/// its destination rows alone, and into 1 MB about even (one thread, BENCHMARKS.md).
+fn default_from() -> [i64; 2] {
     const UNKNOWN: i64 = 8 << 20;
-    last_level_cache().map_or(UNKNOWN, |bytes| (bytes / 3).max(1 << 20))
+    let caches = caches();
+    let last = caches.iter().max_by_key(|&&(level, _)| level);
+    let source = last.map_or(UNKNOWN, |&(_, bytes)| (bytes / 3).max(1 << 20));
+    let dest = caches
+        .iter()
+        .find(|&&(level, _)| level == 2)
+        .map_or(source >> 3, |&(_, bytes)| bytes);
+    [source, dest]
 }
 
-/// The size in bytes of the highest-level data or unified cache of CPU 0, as Linux
-/// describes it in sysfs (`size` such as `32768K`); `None` elsewhere.
-fn last_level_cache() -> Option<i64> {
-    let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+/// The data and unified caches of CPU 0, as Linux describes them in sysfs (`level`, and
+/// `size` such as `32768K`): `(level, bytes)` each, none elsewhere.
+fn caches() -> Vec<(u32, i64)> {
+    let Ok(dir) = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache") else {
+        return Vec::new();
+    };
     let read = |path: &std::path::Path, name: &str| {
         std::fs::read_to_string(path.join(name))
             .ok()
@@ -62,27 +85,29 @@ fn last_level_cache() -> Option<i64> {
         };
         Some((level, digits.parse::<i64>().ok()?.checked_mul(scale)?))
     })
-    .max_by_key(|&(level, _)| level)
-    .map(|(_, bytes)| bytes)
+    .collect()
 }
 
-/// Where [`FROM_BYTES`] lives, for JIT code to load (an aligned 8-byte load, as atomic as
-/// the `Relaxed` store that sets it). Sets [`default_from`] first, unless a caller has set
-/// a value: no code can read it before it has this address.
+/// Where [`FROM_BYTES`] lives, for JIT code to load (aligned 8-byte loads at `8 * slot`,
+/// as atomic as the `Relaxed` stores that set them). Sets [`default_from`] first, unless a
+/// caller has set values: no code can read them before it has this address.
 pub(crate) fn from_address() -> *const u8 {
     static DEFAULT: std::sync::Once = std::sync::Once::new();
     DEFAULT.call_once(|| {
-        let from = default_from();
-        let _ = FROM_BYTES.compare_exchange(UNSET, from, Ordering::Relaxed, Ordering::Relaxed);
+        let defaults = default_from();
+        for (slot, from) in [FROM_SOURCE, FROM_DEST].into_iter().zip(defaults) {
+            let slot = &FROM_BYTES[slot];
+            let _ = slot.compare_exchange(UNSET, from, Ordering::Relaxed, Ordering::Relaxed);
+        }
     });
-    FROM_BYTES.as_ptr().cast::<u8>().cast_const()
+    FROM_BYTES.as_ptr().cast::<u8>()
 }
 
 /// The extent (bytes) below which a tensor's picks stay in the last-level cache, as the
-/// prefetch decides it ([`FROM_BYTES`], after its default is set).
+/// prefetch of sources decides it ([`FROM_BYTES`], after its default is set).
 pub(crate) fn cache_resident() -> i64 {
     from_address();
-    FROM_BYTES.load(Ordering::Relaxed)
+    FROM_BYTES[FROM_SOURCE].load(Ordering::Relaxed)
 }
 
 /// The helper's address on this machine, or `None` where the machine has no prefetch
@@ -139,12 +164,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_is_a_third_of_the_last_level_cache() {
-        let from = default_from();
-        assert!(from >= 1 << 20, "{from}");
-        if let Some(cache) = last_level_cache() {
-            assert!(cache >= 1 << 10, "{cache}");
-            assert_eq!(from, (cache / 3).max(1 << 20));
+    fn defaults_follow_the_last_level_and_the_second_level_caches() {
+        let [source, dest] = default_from();
+        assert!(source >= 1 << 20, "{source}");
+        let caches = caches();
+        if let Some(&(_, last)) = caches.iter().max_by_key(|&&(level, _)| level) {
+            assert!(last >= 1 << 10, "{last}");
+            assert_eq!(source, (last / 3).max(1 << 20));
+        }
+        match caches.iter().find(|&&(level, _)| level == 2) {
+            Some(&(_, second)) => assert_eq!(dest, second),
+            None => assert_eq!(dest, source >> 3),
         }
     }
 

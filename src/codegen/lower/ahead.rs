@@ -2,11 +2,12 @@
 //! row, a GNN message row) lands at a random place of a large tensor; its lines miss the
 //! cache, and the out-of-order core cannot run far enough ahead through a whole row's
 //! work to start the next rows' misses itself. So the loop just outside the row reads the
-//! index of the row [`ROWS_AHEAD`] steps on and asks the caches for the lines it picks.
-//! Cranelift has no prefetch instruction: the code calls the host's helper
-//! ([`super::Machine::prefetch`], in this process only), once per row and prefetched access, where
-//! the row spans a cache line and the tensor it picks from is large (the host's setting,
-//! `jit::set_prefetch_from`, by default a third of the last-level cache).
+//! index of the row [`ROWS_AHEAD`] steps on and asks the caches for the lines it picks,
+//! and for the row of the source it reads there. Cranelift has no prefetch instruction:
+//! the code calls the host's helper ([`super::Machine::prefetch`], in this process only),
+//! once per row and prefetched access, where the row spans a cache line and the tensor it
+//! picks from is large (the host's settings, `jit::set_prefetch_from`: by default a third
+//! of the last-level cache for a tensor read, the second-level cache for a destination).
 //!
 //! The prefetch changes no result: it reads an index that the check has covered or will
 //! (an out-of-range one is skipped) and requests lines without reading them.
@@ -17,6 +18,8 @@ use cranelift_codegen::ir::{
     UserExternalName, Value,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
+
+use scatterjit_ir::Source;
 
 use super::Lowering;
 use crate::abi::CACHE_LINE;
@@ -31,6 +34,15 @@ pub(super) const ROWS_AHEAD: i64 = 8;
 /// once its first lines are read, and more would push the current rows out of the cache.
 const MOST_BYTES: i64 = 4096;
 
+/// The slot (8 bytes each) of the host's thresholds object that holds the smallest extent
+/// of a tensor whose picks a pass reads and prefetches (see `jit::set_prefetch_from`).
+pub(crate) const FROM_SOURCE: usize = 0;
+
+/// The slot of the smallest extent of a destination whose picks a pass prefetches: its
+/// rows are read, combined and written back, so a miss stalls the combine and the store
+/// behind it.
+pub(crate) const FROM_DEST: usize = 1;
+
 /// The helper's signature: `(address: ptr, bytes: i64)`, nothing returned.
 pub(crate) fn prefetch_helper_signature(config: TargetFrontendConfig) -> Signature {
     let mut sig = Signature::new(config.default_call_conv);
@@ -38,10 +50,6 @@ pub(crate) fn prefetch_helper_signature(config: TargetFrontendConfig) -> Signatu
     sig.params.push(AbiParam::new(types::I64));
     sig
 }
-
-/// A destination's picks are prefetched from the host's threshold shifted right by this
-/// much (an eighth of it): see [`Lowering::picks_miss`].
-const DEST_SHIFT: i64 = 3;
 
 impl Lowering<'_, '_> {
     /// Whether the rows of this pass are prefetched: the code runs in this process, the
@@ -65,13 +73,23 @@ impl Lowering<'_, '_> {
     }
 
     /// The accesses whose rows are prefetched, each with whether the index moves it: those
-    /// that walk the row and the index moves, and under a `listed` loop (whose rows come
-    /// in the order of a list, not of memory) every access that walks the row.
+    /// that walk the row and the index moves, the source that a row reads where it walks
+    /// the row (its rows follow in memory, but the hardware's prefetcher alone fell behind:
+    /// a scatter max of 256-byte rows into 1 to 34 MB ran 1.2-1.3x faster with them beside
+    /// the destination's, one thread, BENCHMARKS.md), and under a `listed` loop (whose rows
+    /// come in the order of a list, not of memory) every access that walks the row.
     fn prefetched(&self, listed: bool) -> Vec<(usize, bool)> {
+        let source = match &self.nest.source {
+            Some(Source::Read(src)) => Some(self.access_of(src.operand)),
+            _ => None,
+        };
         self.accesses
             .iter()
             .enumerate()
-            .filter(|(_, a)| a.uses_inner && (listed || a.indexed_stride_at.is_some()))
+            .filter(|&(a, access)| {
+                access.uses_inner
+                    && (listed || access.indexed_stride_at.is_some() || Some(a) == source)
+            })
             .map(|(a, access)| (a, access.indexed_stride_at.is_some()))
             .collect()
     }
@@ -81,15 +99,20 @@ impl Lowering<'_, '_> {
     /// before that loop: its dim less [`ROWS_AHEAD`] where the rows are worth it, else 0.
     /// They are worth it where some prefetched access's row spans a cache line and, if the
     /// index moves it, its picks miss the caches ([`Self::picks_miss`], against the host's
-    /// threshold). `None` (and nothing emitted) where the pass does not prefetch.
+    /// thresholds); outside a `listed` loop, only an access that the index moves decides
+    /// (a source that follows in memory is prefetched beside it). `None` (and nothing
+    /// emitted) where the pass does not prefetch.
     pub(super) fn prefetch_limit(&mut self, n: usize, listed: bool) -> Option<Value> {
         let imports = self.machine.prefetch.filter(|_| self.prefetches())?;
         let count = self.param(n);
-        let from_bytes = self.load_from_bytes(imports.from_bytes);
+        let thresholds = super::symbol_address(self.b, self.ptr, imports.from_bytes);
         let bound = self.param(self.bound_at());
         let inner_dim = self.param(self.depth - 1);
         let mut worth = None;
         for (a, indexed) in self.prefetched(listed) {
+            if !indexed && !listed {
+                continue;
+            }
             let shift = self.accesses[a].shift;
             let bytes = self.b.ins().ishl_imm_s(inner_dim, shift);
             let mut wanted =
@@ -97,7 +120,7 @@ impl Lowering<'_, '_> {
                     .ins()
                     .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, bytes, CACHE_LINE);
             if indexed {
-                let large = self.picks_miss(a, n, count, bound, from_bytes);
+                let large = self.picks_miss(a, n, count, bound, thresholds);
                 wanted = self.b.ins().band(wanted, large);
             }
             worth = Some(match worth {
@@ -118,8 +141,9 @@ impl Lowering<'_, '_> {
 
     /// Whether the picks of indexed access `a` miss the caches, for the loop `n` just
     /// outside the row, which makes `count` picks among `bound` rows: the access's extent
-    /// along the indexed dim reaches `from_bytes`, or its whole span over the loops outside
-    /// `n` does and `count` is at most `bound`. In the second case the picks of each outer
+    /// along the indexed dim reaches its threshold at `thresholds` (the host's settings,
+    /// see `jit::set_prefetch_from`: the destination's or the sources'), or its whole span
+    /// over the loops outside `n` does and `count` is at most `bound`. In the second case the picks of each outer
     /// step fall on rows that it picks about once and that an earlier step or call has
     /// not left in the cache (Gather along axis 1 of [64, 2048, 64] f32, 1024 picks: 512 KiB
     /// per step, 32 MiB in all, 1.5-1.7 ms without prefetch and 1.1-1.3 with, one thread).
@@ -129,18 +153,21 @@ impl Lowering<'_, '_> {
         n: usize,
         count: Value,
         bound: Value,
-        from_bytes: Value,
+        thresholds: Value,
     ) -> Value {
-        // A pass's destination rows are read, combined and written back: a miss stalls
-        // the combine and the store behind it, where a copy's misses overlap. Scatters of
-        // whole rows, one thread, prefetch against none: outputs of 2 MB about even, of 3
-        // to 10 MB 1.1-1.4x faster (f32, f16, bf16; add and max), on a 32 MiB last-level
-        // cache whose threshold is about 10.7 MB (BENCHMARKS.md).
         let dest = self.nest.dest.as_ref().map(|d| self.access_of(d.operand));
-        let from_bytes = match dest == Some(a) {
-            true => self.b.ins().sshr_imm_s(from_bytes, DEST_SHIFT),
-            false => from_bytes,
+        let slot = if dest == Some(a) {
+            FROM_DEST
+        } else {
+            FROM_SOURCE
         };
+        // The host's own aligned static, valid for the life of the process.
+        let from_bytes = self.b.ins().load(
+            types::I64,
+            MemFlagsData::trusted(),
+            thresholds,
+            8 * slot as i32,
+        );
         let stride = self.indexed_byte_stride(a);
         let extent = self.b.ins().imul(bound, stride);
         let large = self
@@ -263,15 +290,5 @@ impl Lowering<'_, '_> {
             colocated: false,
             patchable: false,
         })
-    }
-
-    /// Loads the smallest extent whose picks are prefetched from data object `id` (the
-    /// host's setting, see `jit::set_prefetch_from`).
-    fn load_from_bytes(&mut self, id: u32) -> Value {
-        let at = super::symbol_address(self.b, self.ptr, id);
-        // The host's own aligned static, valid for the life of the process.
-        self.b
-            .ins()
-            .load(types::I64, MemFlagsData::trusted(), at, 0)
     }
 }

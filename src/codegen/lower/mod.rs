@@ -37,7 +37,7 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
 use scatterjit_ir::{Combine, Coord, DType, KernelKey, LoopNest, Operand};
 
-pub(crate) use ahead::prefetch_helper_signature;
+pub(crate) use ahead::{prefetch_helper_signature, FROM_DEST, FROM_SOURCE};
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_BAD_INDEX, STATUS_OK};
 use crate::codegen::combine::{self, data_flags};
