@@ -34,22 +34,19 @@ pub(super) fn parallel_grain() -> i64 {
     PARALLEL_GRAIN.load(Ordering::Relaxed)
 }
 
-/// The fewest threads the engine spreads buckets over (default 4); below, a scatter it
-/// takes runs its slices in one bucket, in order, on one thread.
-static ENGINE_THREADS: AtomicI64 = AtomicI64::new(4);
+/// The fewest threads per position before the axis that the engine spreads buckets over
+/// (default 2); below, a scatter whose index is uniform by value runs the ordinary passes
+/// on the sort's keys, and one uniform by layout the ordinary passes alone. At two threads
+/// the ordinary split can only cut each slice into chunks of two cache lines or more
+/// (halves of a 256-byte row), which the buckets beat. Two-vCPU Xeon, f32 [400000, 64]
+/// into [50000, 64] along axis 0, two threads, split against buckets (ms): an expanded
+/// index, at 8e74bd0, add 20.3-23.1 and 18.4-21.1, max 27.5-28.3 and 19.1-25.1, mean
+/// 22.2-25.2 and 19.4; a materialized one, after the rows' prefetch of 4168c20, add
+/// 39.0-45.9 and 29.0-29.5, max 42.3-44.8 and 29.3-31.2, mean 30.6-30.7 and 28.5-30.2
+/// (BENCHMARKS.md).
+static ENGINE_THREADS: AtomicI64 = AtomicI64::new(2);
 
-/// The fewest threads the engine spreads a scatter over whose index is uniform by layout
-/// (a broadcast view), where [`ENGINE_THREADS`] is more: the ordinary split of such a
-/// scatter cuts each row into halves or reads it whole on one thread, and the keys that
-/// make an index uniform by value cheap below the engine's threads are nothing to it.
-/// Two-vCPU Xeon, 2026-11-27, expanded GNN scatters of f32 [400000, 64] into [50000, 64]
-/// at 2 threads, two runs (ms): add 20.3-23.1 split, 18.4-21.1 on buckets; max 27.5-28.3
-/// and 19.1-25.1; mean 22.2-25.2 and 19.4 (one thread: 21.3, 37.3, 21.8). With the index
-/// materialized, buckets gained nothing at 2 threads (add 38.7 and 36.7, max 39.1 and 42.0,
-/// mean 38.9 and 39.1), so those keep four.
-const LAYOUT_ENGINE_THREADS: i64 = 2;
-
-/// Sets the fewest threads the parallel engine spreads its buckets over (default 4).
+/// Sets the fewest threads the parallel engine spreads its buckets over (default 2).
 /// Results do not depend on it; tests lower it so that small pools exercise the engine.
 #[doc(hidden)]
 pub fn set_engine_threads(threads: usize) {
@@ -94,7 +91,7 @@ const MIN_ROW_CHUNK: usize = 4096;
 /// position before the axis, slices too wide for it, or a sort that declines) gives each
 /// chunk at least two cache lines, as for picks: such a scatter has no other split.
 /// Two-vCPU Xeon, f32 [400000, 64] into [50000, 64] along axis 0, index `expand_as`, two
-/// threads, before that call took buckets ([`LAYOUT_ENGINE_THREADS`]): in 256-byte rows
+/// threads, before that call took buckets ([`ENGINE_THREADS`]): in 256-byte rows
 /// (whole) max 32.0 ms, add 17.7, mean 18.1 against 31-33, 19-20 and 19 at one thread; in
 /// two chunks of 128 bytes 22.0, 17.3 and 18.1; in four of 64 bytes 31.6, 29.1 and 20.1
 /// (one run each, BENCHMARKS.md). An older two-vCPU EPYC had put the halves of 256-byte
@@ -450,12 +447,13 @@ impl Kernel {
     /// Narrower slices (a histogram's single elements) stay off the engine: each bucket
     /// would walk every cache line of indices and updates to use a few bytes of each.
     ///
-    /// A bucket reads its slices' updates with gaps, which defeats the hardware's
-    /// prefetch: per slice, a bucket took about 3x the time of one thread streaming every
-    /// slice in order (2-vCPU machine, 2026-11-24: expanded GNN add 14.6 ms on one thread,
-    /// 21.4 on two threads' buckets; max 20.5 and 31.0). So the engine lists buckets only
-    /// from [`set_engine_threads`] threads (4, the first count above that ratio), times
-    /// the positions before the axis, along which the ordinary passes split in order
+    /// A bucket reads its slices' updates with gaps, so per slice it takes longer than one
+    /// thread streaming every slice in order (about 3x on the 2-vCPU EPYC, 2026-11-24;
+    /// about 1.6x on the 2-vCPU Xeon with the listed passes' prefetch, 2026-11-27,
+    /// expanded GNN add 18 ms on one thread, 15 on two threads' buckets), but it beats
+    /// the ordinary split of the same threads ([`ENGINE_THREADS`]). So the engine lists
+    /// buckets from [`set_engine_threads`] threads (2), times the positions before the
+    /// axis, along which the ordinary passes split in order
     /// (16-core Xeon, 2026-11-27, an expanded add along axis 1 of [4, 50000, 16] from
     /// [4, 400000, 16]: buckets 19.5 ms at 4 threads and 4.8 at 16, the ordinary split
     /// 7.4 and 7.8; a mean 15.6 and 5.7 against 10.2 and 10.6). With
@@ -463,11 +461,10 @@ impl Kernel {
     /// of each index checks it, and the ordinary passes read one dense key per slice, as
     /// they read an expanded index. An index uniform by layout (a broadcast view) gains
     /// nothing from keys, since the ordinary check and passes already read it once per
-    /// slice: it takes buckets from [`LAYOUT_ENGINE_THREADS`] threads, and below, on one
-    /// thread, the ordinary path: the sort and the row list cost its add, max
-    /// and mean about a quarter of their time (2-vCPU machine, 2026-11-25, `scatterjit
-    /// bench --threads 1`, three runs each, expanded add 18.4-21.2 ms with one bucket,
-    /// 13.9-15.8 without).
+    /// slice: with fewer threads (one) it takes the ordinary path; the sort and the row
+    /// list cost its add, max and mean about a quarter of their time (2-vCPU machine,
+    /// 2026-11-25, `scatterjit bench --threads 1`, three runs each, expanded add 18.4-21.2
+    /// ms with one bucket, 13.9-15.8 without).
     pub(super) fn sorted(&self, data_shape: &[usize], indices: &TensorView<'_>) -> Option<Sorted> {
         /// A bucket reads its slices' updates with gaps between them, the wider the more
         /// buckets there are; two per thread balance load for little extra CPU time
@@ -502,12 +499,7 @@ impl Kernel {
         // Positions before the axis split the ordinary passes that many ways, in order;
         // the engine pays off only with as many more threads again.
         let by_layout = engine::uniform_by_layout(indices, axis);
-        let least = match by_layout {
-            true => ENGINE_THREADS
-                .load(Ordering::Relaxed)
-                .min(LAYOUT_ENGINE_THREADS),
-            false => ENGINE_THREADS.load(Ordering::Relaxed),
-        };
+        let least = ENGINE_THREADS.load(Ordering::Relaxed);
         let spread = threads as u64 >= (least as u64).saturating_mul(outer as u64);
         let target = match spread {
             true => Some(BUCKETS_PER_THREAD * threads),
