@@ -14,9 +14,9 @@ pub(crate) const FROM_SYMBOL: &str = "scatterjit_prefetch_from";
 
 /// The smallest extents (bytes along the indexed dim) of the tensors whose picks JIT code
 /// prefetches: slot [`FROM_SOURCE`] for a tensor a pass reads picks from, [`FROM_DEST`]
-/// for the destination it combines into. Smaller tensors stay close enough in the caches that the
-/// helper's call costs more than the misses it saves. Read by the code at each row, so
-/// that tests can lower them for kernels already compiled; [`UNSET`] until
+/// for the destination it combines into. Smaller tensors stay close enough in the caches
+/// that the helper's call costs more than the misses it saves. Read by the code at each
+/// row, so that tests can lower them for kernels already compiled; [`UNSET`] until
 /// [`from_address`] first hands them to a compile (or a caller sets them).
 static FROM_BYTES: [AtomicI64; 2] = [AtomicI64::new(UNSET), AtomicI64::new(UNSET)];
 

@@ -143,10 +143,11 @@ impl Lowering<'_, '_> {
     /// outside the row, which makes `count` picks among `bound` rows: the access's extent
     /// along the indexed dim reaches its threshold at `thresholds` (the host's settings,
     /// see `jit::set_prefetch_from`: the destination's or the sources'), or its whole span
-    /// over the loops outside `n` does and `count` is at most `bound`. In the second case the picks of each outer
-    /// step fall on rows that it picks about once and that an earlier step or call has
-    /// not left in the cache (Gather along axis 1 of [64, 2048, 64] f32, 1024 picks: 512 KiB
-    /// per step, 32 MiB in all, 1.5-1.7 ms without prefetch and 1.1-1.3 with, one thread).
+    /// over the loops outside `n` does and `count` is at most `bound`. In the second case
+    /// the picks of each outer step fall on rows that it picks about once and that an
+    /// earlier step or call has not left in the cache (Gather along axis 1 of [64, 2048,
+    /// 64] f32, 1024 picks: 512 KiB per step, 32 MiB in all, 1.5-1.7 ms without prefetch
+    /// and 1.1-1.3 with, one thread).
     fn picks_miss(
         &mut self,
         a: usize,
