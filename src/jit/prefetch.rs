@@ -34,7 +34,7 @@ pub fn set_prefetch_from(bytes: usize) {
     FROM_BYTES[FROM_DEST].store(bytes >> 3, Ordering::Relaxed);
 }
 
-/// The defaults of [`FROM_BYTES`] on this machine.
+/// The defaults of [`FROM_BYTES`] on this machine, by slot.
 ///
 /// Picks read from a tensor: a third of the last-level cache, at least 1 MiB (8 MiB where
 /// the cache's size is unknown). Gathering random rows on a machine with 32 MiB of it,
@@ -55,7 +55,10 @@ fn default_from() -> [i64; 2] {
         .iter()
         .find(|&&(level, _)| level == 2)
         .map_or(source >> 3, |&(_, bytes)| bytes);
-    [source, dest]
+    let mut from = [0; 2];
+    from[FROM_SOURCE] = source;
+    from[FROM_DEST] = dest;
+    from
 }
 
 /// The data and unified caches of CPU 0, as Linux describes them in sysfs (`level`, and
@@ -94,9 +97,7 @@ fn caches() -> Vec<(u32, i64)> {
 pub(crate) fn from_address() -> *const u8 {
     static DEFAULT: std::sync::Once = std::sync::Once::new();
     DEFAULT.call_once(|| {
-        let defaults = default_from();
-        for (slot, from) in [FROM_SOURCE, FROM_DEST].into_iter().zip(defaults) {
-            let slot = &FROM_BYTES[slot];
+        for (slot, from) in FROM_BYTES.iter().zip(default_from()) {
             let _ = slot.compare_exchange(UNSET, from, Ordering::Relaxed, Ordering::Relaxed);
         }
     });
@@ -165,7 +166,8 @@ mod tests {
 
     #[test]
     fn defaults_follow_the_last_level_and_the_second_level_caches() {
-        let [source, dest] = default_from();
+        let from = default_from();
+        let (source, dest) = (from[FROM_SOURCE], from[FROM_DEST]);
         assert!(source >= 1 << 20, "{source}");
         let caches = caches();
         if let Some(&(_, last)) = caches.iter().max_by_key(|&&(level, _)| level) {
