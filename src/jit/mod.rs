@@ -383,4 +383,32 @@ mod tests {
         assert!(message.ends_with(": unsupported architecture"), "{message}");
         assert!(host_isa(cranelift_native::builder(), true).is_ok());
     }
+
+    /// A scatter of whole rows through a broadcast index (GNN message passing as PyTorch
+    /// Geometric calls it) prefetches, per row, the destination row the index picks and
+    /// the update row it reads, in order and under the engine's row list alike.
+    #[test]
+    fn broadcast_rows_prefetch_their_destination_and_their_source() {
+        use crate::abi::{ParamLayout, Still};
+        use scatterjit_ir::{DType, KernelKey, Operand, Reduction};
+
+        let key = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Max, true)
+            .unwrap();
+        let plan = Plan::new(key);
+        let nest = plan.pass(PassKind::Apply).unwrap();
+        let accesses = ParamLayout::of(nest).accesses;
+        let at = |operand| accesses.iter().position(|a| a.operand == operand).unwrap();
+        let variant = Variant::Broadcast(Still(1 << at(Operand::Indices)));
+        let per_row = if prefetch::address().is_some() { 2 } else { 0 };
+        for listed in [false, true] {
+            let (_, listing) = compile(&plan, PassKind::Apply, variant, listed, true).unwrap();
+            let clif = listing.unwrap().clif;
+            // The helper returns nothing: its calls are statements of their own.
+            let calls = clif
+                .lines()
+                .filter(|l| l.trim_start().starts_with("call "))
+                .count();
+            assert_eq!(calls, per_row, "listed {listed}:\n{clif}");
+        }
+    }
 }
