@@ -992,6 +992,29 @@ fn named(
     }
 }
 
+/// Gathered rows of every length a row copy handles inline (below `memcpy`'s 128 bytes) and a
+/// few past it: the copy's chunks, its last chunk overlapping them and its pairs of
+/// narrower moves each reach every byte of a row, and none past it.
+#[test]
+fn rows_of_every_short_length_are_copied_whole() {
+    for bytes in 1..=136 {
+        let case = named(
+            OpKind::Gather,
+            DType::U8,
+            DType::I32,
+            &[5, bytes],
+            &[9],
+            0,
+            Reduction::None,
+            true,
+            None,
+        );
+        if let Err(message) = check(&case) {
+            panic!("rows of {bytes} bytes: {message}");
+        }
+    }
+}
+
 #[test]
 fn named_edge_cases() {
     use BadIndex::*;

@@ -114,7 +114,7 @@ impl Lowering<'_, '_> {
                 continue;
             }
             let shift = self.accesses[a].shift;
-            let bytes = self.b.ins().ishl_imm_s(inner_dim, shift);
+            let bytes = self.in_bytes(inner_dim, shift);
             let mut wanted =
                 self.b
                     .ins()
@@ -184,7 +184,7 @@ impl Lowering<'_, '_> {
             let steps = self.b.ins().iadd_imm_s(dim, -1);
             let elems = self.param(self.accesses[a].strides_at + l);
             let elems = self.b.ins().iabs(elems);
-            let bytes = self.b.ins().ishl_imm_s(elems, self.accesses[a].shift);
+            let bytes = self.in_bytes(elems, self.accesses[a].shift);
             let reach = self.b.ins().imul(steps, bytes);
             span = self.b.ins().iadd(span, reach);
         }
@@ -244,7 +244,7 @@ impl Lowering<'_, '_> {
         let inner_dim = self.param(self.depth - 1);
         let most = self.b.ins().iconst(types::I64, MOST_BYTES);
         for (a, indexed) in self.prefetched(listed) {
-            let bytes = self.b.ins().ishl_imm_s(inner_dim, self.accesses[a].shift);
+            let bytes = self.in_bytes(inner_dim, self.accesses[a].shift);
             let bytes = self.b.ins().smin(bytes, most);
             let row = match indexed {
                 true => {
@@ -271,7 +271,7 @@ impl Lowering<'_, '_> {
     fn indexed_byte_stride(&mut self, a: usize) -> Value {
         let slot = self.accesses[a].indexed_stride_at.expect("`a` is indexed");
         let elements = self.param(slot);
-        self.b.ins().ishl_imm_s(elements, self.accesses[a].shift)
+        self.in_bytes(elements, self.accesses[a].shift)
     }
 
     /// Imports the helper, the module's function number `id`, into this function (only

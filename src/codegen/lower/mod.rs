@@ -270,12 +270,21 @@ impl Lowering<'_, '_> {
             .load(types::I64, flags, self.params, (slot * 8) as i32)
     }
 
+    /// `elems << shift`: a count of elements of `1 << shift` bytes as bytes (Cranelift
+    /// keeps a shift by 0, an instruction per row where a row loop computes it).
+    pub(super) fn in_bytes(&mut self, elems: Value, shift: i64) -> Value {
+        match shift {
+            0 => elems,
+            _ => self.b.ins().ishl_imm_s(elems, shift),
+        }
+    }
+
     /// Every access's byte stride along loop `n`, loaded here.
     pub(super) fn byte_strides(&mut self, n: usize) -> Vec<Value> {
         (0..self.accesses.len())
             .map(|a| {
                 let elems = self.param(self.accesses[a].strides_at + n);
-                self.b.ins().ishl_imm_s(elems, self.accesses[a].shift)
+                self.in_bytes(elems, self.accesses[a].shift)
             })
             .collect()
     }
@@ -287,7 +296,7 @@ impl Lowering<'_, '_> {
         for a in 0..self.accesses.len() {
             self.accesses[a].indexed_stride = self.accesses[a].indexed_stride_at.map(|slot| {
                 let elems = self.param(slot);
-                self.b.ins().ishl_imm_s(elems, self.accesses[a].shift)
+                self.in_bytes(elems, self.accesses[a].shift)
             });
         }
     }

@@ -108,7 +108,7 @@ impl Lowering<'_, '_> {
                 continue;
             }
             let stride = self.param(stride_at);
-            let stride = self.b.ins().ishl_imm_s(stride, self.accesses[a].shift);
+            let stride = self.in_bytes(stride, self.accesses[a].shift);
             let bound = self.param(bound_at);
             let last = self.b.ins().iadd_imm_s(bound, -1);
             let last = self.b.ins().imul(last, stride);
@@ -162,7 +162,7 @@ impl Lowering<'_, '_> {
                 self.b.ins().store(data_flags(), zero, ptrs[count], 0);
                 match (source, halves) {
                     (Some(src), _) if own_float(acc) => {
-                        let bytes = self.b.ins().ishl_imm_s(dim, shift);
+                        let bytes = self.in_bytes(dim, shift);
                         self.copy_row(ptrs[dest], ptrs[src], bytes);
                     }
                     (Some(src), Some(brain)) => {
@@ -263,7 +263,7 @@ impl Lowering<'_, '_> {
         (0..ptrs.len())
             .map(|a| {
                 if self.accesses[a].uses_inner {
-                    let offset = self.b.ins().ishl_imm_s(i, self.accesses[a].shift);
+                    let offset = self.in_bytes(i, self.accesses[a].shift);
                     self.b.ins().iadd(ptrs[a], offset)
                 } else {
                     ptrs[a]
@@ -339,7 +339,7 @@ impl Lowering<'_, '_> {
         let dim = self.inner_dim.expect("set on entering the innermost loop");
         let shift = self.key.index_dtype().size().trailing_zeros() as i64;
         let last = self.b.ins().iadd_imm_s(dim, -1);
-        let offset = self.b.ins().ishl_imm_s(last, shift);
+        let offset = self.in_bytes(last, shift);
         let p = self.b.ins().iadd(at, offset);
         self.load_index(p)
     }
@@ -364,7 +364,7 @@ impl Lowering<'_, '_> {
         let shift = size.trailing_zeros() as i64;
         let end = match vectors {
             Some((lanes, vector, pattern, diff_v)) => self.for_range(zero, dim, lanes, |s, i| {
-                let offset = s.b.ins().ishl_imm_s(i, shift);
+                let offset = s.in_bytes(i, shift);
                 let p = s.b.ins().iadd(at, offset);
                 let v = s.b.ins().load(vector, data_flags(), p, 0);
                 let x = s.b.ins().bxor(v, pattern);
@@ -378,7 +378,7 @@ impl Lowering<'_, '_> {
         let diff = self.b.declare_var(raw);
         self.b.def_var(diff, zero_s);
         self.for_range(end, dim, 1, |s, i| {
-            let offset = s.b.ins().ishl_imm_s(i, shift);
+            let offset = s.in_bytes(i, shift);
             let p = s.b.ins().iadd(at, offset);
             let v = s.b.ins().load(raw, data_flags(), p, 0);
             let x = s.b.ins().bxor(v, first);
@@ -420,7 +420,7 @@ impl Lowering<'_, '_> {
         }
         if let (Combine::Assign, Some(d), Some(src)) = (self.nest.combine, dest, source) {
             if walks(self, dest) && walks(self, source) {
-                let bytes = self.b.ins().ishl_imm_s(dim, shift);
+                let bytes = self.in_bytes(dim, shift);
                 self.copy_row(bases[d], bases[src], bytes);
                 return;
             }
@@ -445,11 +445,14 @@ impl Lowering<'_, '_> {
         });
     }
 
-    /// Copies `bytes` bytes from `src` to `dest` (distinct tensors): `memcpy` for long
-    /// rows, inline 16-byte moves (8-byte ones on a machine without vectors) for short
-    /// ones, and the rest in at most one move each of 8, 4, 2 and 1 bytes (a Gather of
-    /// 2M rows of 8 bytes, i16 [128, 4096, 4, 4] along axis 2, counted 211M instructions
-    /// per call with a byte loop there, 145M with these moves; callgrind, BENCHMARKS.md).
+    /// Copies `bytes` bytes from `src` to `dest` (distinct tensors):
+    /// `memcpy` for long rows; inline for short ones, in chunks of 16 bytes (8 on a machine
+    /// without vectors) and a last chunk that ends at the row's end, overlapping the one
+    /// before; below a chunk, two moves of the widest power of two that fits, the second
+    /// ending at the row's end. Every row of a call has the same length, so the branches
+    /// on it are predicted. (A Gather of 100,000 u8 rows of 24 bytes: 60 instructions a row
+    /// with a 16-byte loop and then moves of 8, 4, 2 and 1 bytes, 46 with these; callgrind,
+    /// BENCHMARKS.md.)
     fn copy_row(&mut self, dest: Value, src: Value, bytes: Value) {
         let (long, short, exit) = (
             self.b.create_block(),
@@ -465,43 +468,48 @@ impl Lowering<'_, '_> {
         self.b.call_memcpy(self.machine.config, dest, src, bytes);
         self.b.ins().jump(exit, &[]);
         self.b.switch_to_block(short);
-        let zero = self.b.ins().iconst(types::I64, 0);
         let chunk = if self.machine.vectors {
             types::I8X16
         } else {
             types::I64
         };
-        let end = self.for_range(zero, bytes, i64::from(chunk.bytes()), |s, i| {
-            let from = s.b.ins().iadd(src, i);
-            let to = s.b.ins().iadd(dest, i);
-            let v = s.b.ins().load(chunk, data_flags(), from, 0);
-            s.b.ins().store(data_flags(), v, to, 0);
-        });
-        // `rest` is below the chunk: each of its set bits is one move, at `end` plus the
-        // bits above it.
-        let rest = self.b.ins().isub(bytes, end);
-        let tail = self.b.create_block();
-        self.b.ins().brif(rest, tail, &[], exit, &[]);
-        self.b.switch_to_block(tail);
-        for ty in [types::I64, types::I32, types::I16, types::I8] {
+        let narrower = [types::I64, types::I32, types::I16, types::I8];
+        let widths = std::iter::once(chunk)
+            .chain(narrower.into_iter().filter(|ty| ty.bytes() < chunk.bytes()));
+        for ty in widths {
             let width = i64::from(ty.bytes());
-            if width >= i64::from(chunk.bytes()) {
-                continue;
+            let (fits, next) = (self.b.create_block(), self.b.create_block());
+            let at_least = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, bytes, width);
+            self.b.ins().brif(at_least, fits, &[], next, &[]);
+            self.b.switch_to_block(fits);
+            let last = self.b.ins().iadd_imm_s(bytes, -width);
+            if ty == chunk {
+                // Chunks at 0, width, ... below `last`; the last one may overlap them.
+                let zero = self.b.ins().iconst(types::I64, 0);
+                let end = self.b.ins().iadd_imm_s(last, width - 1);
+                self.for_range(zero, end, width, |s, i| s.move_bytes(ty, dest, src, i));
+            } else if ty != types::I8 {
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.move_bytes(ty, dest, src, zero);
             }
-            let (moves, next) = (self.b.create_block(), self.b.create_block());
-            let bit = self.b.ins().band_imm_s(rest, width);
-            self.b.ins().brif(bit, moves, &[], next, &[]);
-            self.b.switch_to_block(moves);
-            let above = self.b.ins().band_imm_s(rest, !(2 * width - 1));
-            let at = self.b.ins().iadd(end, above);
-            let from = self.b.ins().iadd(src, at);
-            let to = self.b.ins().iadd(dest, at);
-            let v = self.b.ins().load(ty, data_flags(), from, 0);
-            self.b.ins().store(data_flags(), v, to, 0);
-            self.b.ins().jump(next, &[]);
+            // One byte is `last` = 0.
+            self.move_bytes(ty, dest, src, last);
+            self.b.ins().jump(exit, &[]);
             self.b.switch_to_block(next);
         }
+        // No bytes.
         self.b.ins().jump(exit, &[]);
         self.b.switch_to_block(exit);
+    }
+
+    /// Moves one `ty` from `src + at` to `dest + at`.
+    fn move_bytes(&mut self, ty: types::Type, dest: Value, src: Value, at: Value) {
+        let from = self.b.ins().iadd(src, at);
+        let to = self.b.ins().iadd(dest, at);
+        let v = self.b.ins().load(ty, data_flags(), from, 0);
+        self.b.ins().store(data_flags(), v, to, 0);
     }
 }
