@@ -414,7 +414,8 @@ fn run(limit_args: LimitArgs, op: RunOp) -> Result<()> {
     }
 }
 
-/// Reads the inputs, computes in memory, then writes `output` atomically with data's descr.
+/// Reads the inputs, computes in memory, then writes `output` atomically with data's descr
+/// (see [`output_descr`]).
 fn run_files(
     op: Op,
     data: &Path,
@@ -437,8 +438,23 @@ fn run_files(
         }
         e => e.into(),
     })?;
-    npy::write(output, &result, &data.descr)?;
+    npy::write(output, &result, &output_descr(&op, &data.descr, &result))?;
     Ok(())
+}
+
+/// The descr `result` is written with: data's, except that a gathered string array
+/// (unicode, `<U{n}`) is as wide as the longest string it holds, the width numpy gives those
+/// values (never below 1; data's when nothing was gathered). A scattered one keeps data's
+/// width (widened where an update is longer, see `npy::write`).
+fn output_descr(op: &Op, data_descr: &str, result: &Tensor) -> String {
+    let gathered = matches!(op, Op::Gather { .. } | Op::GatherElements { .. });
+    if gathered && result.dtype() == DType::String && result.numel() > 0 {
+        // Without digits the width is the longest string's (`npy::write`).
+        return data_descr
+            .trim_end_matches(|c: char| c.is_ascii_digit())
+            .to_string();
+    }
+    data_descr.to_string()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -425,12 +425,14 @@ fn string_tensors_run_through_every_op() {
     );
 }
 
-/// A string output keeps data's descr, width included, whenever every string fits (as
-/// numpy's `take` keeps `<U3`); an update wider than data widens the output to the longest
-/// string instead of truncating it as numpy's assignment would.
+/// A gathered string output is as wide as its longest string (numpy's width for those
+/// values), in data's byte order, and keeps data's width when nothing is gathered; a
+/// scattered one keeps data's descr, width included, whenever every string fits, and an
+/// update wider than data widens it to the longest string instead of truncating it as
+/// numpy's assignment would.
 #[test]
-fn string_outputs_keep_data_width() {
-    let dir = Dir::new("string_outputs_keep_data_width");
+fn string_output_widths() {
+    let dir = Dir::new("string_output_widths");
     let values = ["ab", "c", "", "d"];
     let data = dir.npy_as("data.npy", &strings(&[2, 2], &values), "<U3");
     assert_eq!(read(&data).descr, "<U3");
@@ -438,8 +440,14 @@ fn string_outputs_keep_data_width() {
     let rows = dir.npy("rows.npy", &t(&[1], &[1i64]));
     assert_success(&cli!("run", "gather", &data, &rows, "-o", &out));
     let result = read(&out);
-    assert_eq!(result.descr, "<U3");
+    assert_eq!(result.descr, "<U1");
     assert_eq!(result.tensor, strings(&[1, 2], &["", "d"]));
+
+    let none = dir.npy("none.npy", &t(&[0], &[0i64; 0]));
+    assert_success(&cli!("run", "gather", &data, &none, "-o", &out));
+    let result = read(&out);
+    assert_eq!(result.descr, "<U3");
+    assert_eq!(result.tensor.shape(), [0, 2]);
 
     let indices = dir.npy("indices.npy", &t(&[2, 2], &[1i64, 0, 0, 0]));
     assert_success(&cli!(
@@ -453,12 +461,16 @@ fn string_outputs_keep_data_width() {
         &out
     ));
     let result = read(&out);
-    assert_eq!(result.descr, "<U3");
+    assert_eq!(result.descr, "<U2");
     assert_eq!(result.tensor, strings(&[2, 2], &["c", "ab", "", ""]));
 
     let big = dir.npy_as("big.npy", &strings(&[2, 2], &values), ">U5");
     assert_success(&cli!("run", "gather", &big, &rows, "-o", &out));
-    assert_eq!(read(&out).descr, ">U5");
+    assert_eq!(read(&out).descr, ">U1");
+    let all_empty = dir.npy_as("empty_strings.npy", &strings(&[1, 2], &["", ""]), "<U4");
+    let first = dir.npy("first.npy", &t(&[1], &[0i64]));
+    assert_success(&cli!("run", "gather", &all_empty, &first, "-o", &out));
+    assert_eq!(read(&out).descr, "<U1");
 
     let one = dir.npy("one.npy", &t(&[1, 1], &[0i64]));
     for (update, descr, first) in [("xyz", "<U3", "xyz"), ("wider", "<U5", "wider")] {
