@@ -445,14 +445,13 @@ impl Lowering<'_, '_> {
         });
     }
 
-    /// Copies `bytes` bytes from `src` to `dest` (distinct tensors):
-    /// `memcpy` for long rows; inline for short ones, in chunks of 16 bytes (8 on a machine
-    /// without vectors) and a last chunk that ends at the row's end, overlapping the one
-    /// before; below a chunk, two moves of the widest power of two that fits, the second
-    /// ending at the row's end. Every row of a call has the same length, so the branches
-    /// on it are predicted. (A Gather of 100,000 u8 rows of 24 bytes: 60 instructions a row
-    /// with a 16-byte loop and then moves of 8, 4, 2 and 1 bytes, 46 with these; callgrind,
-    /// BENCHMARKS.md.)
+    /// Copies `bytes` bytes from `src` to `dest` (distinct tensors): `memcpy` for long rows;
+    /// inline for short ones, in chunks of 16 bytes (8 on a machine without vectors) and a
+    /// last chunk that ends at the row's end, overlapping the one before; below a chunk,
+    /// two moves of the widest power of two that fits, the second ending at the row's end.
+    /// Every row of a call has the same length, so the branches on it are predicted. (A
+    /// Gather of 100,000 u8 rows of 24 bytes: 60 instructions a row with a 16-byte loop and
+    /// then moves of 8, 4, 2 and 1 bytes, 46 with these; callgrind, BENCHMARKS.md.)
     fn copy_row(&mut self, dest: Value, src: Value, bytes: Value) {
         let (long, short, exit) = (
             self.b.create_block(),
@@ -495,7 +494,7 @@ impl Lowering<'_, '_> {
                 let zero = self.b.ins().iconst(types::I64, 0);
                 self.move_bytes(ty, dest, src, zero);
             }
-            // One byte is `last` = 0.
+            // The move that ends at the row's end (a one-byte row's only move).
             self.move_bytes(ty, dest, src, last);
             self.b.ins().jump(exit, &[]);
             self.b.switch_to_block(next);
