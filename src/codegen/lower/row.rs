@@ -472,6 +472,7 @@ impl Lowering<'_, '_> {
         } else {
             types::I64
         };
+        let zero = self.b.ins().iconst(types::I64, 0);
         let narrower = [types::I64, types::I32, types::I16, types::I8];
         let widths = std::iter::once(chunk)
             .chain(narrower.into_iter().filter(|ty| ty.bytes() < chunk.bytes()));
@@ -487,11 +488,9 @@ impl Lowering<'_, '_> {
             let last = self.b.ins().iadd_imm_s(bytes, -width);
             if ty == chunk {
                 // Chunks at 0, width, ... below `last`; the last one may overlap them.
-                let zero = self.b.ins().iconst(types::I64, 0);
                 let end = self.b.ins().iadd_imm_s(last, width - 1);
                 self.for_range(zero, end, width, |s, i| s.move_bytes(ty, dest, src, i));
             } else if ty != types::I8 {
-                let zero = self.b.ins().iconst(types::I64, 0);
                 self.move_bytes(ty, dest, src, zero);
             }
             // The move that ends at the row's end (a one-byte row's only move).
