@@ -372,12 +372,19 @@ pub fn check(case: &Case) -> Result<(), String> {
         }
         _ => None,
     };
+    // A gather's output is laid out as data is where that is column-major or walked
+    // backwards (loop orders turn on it); padded otherwise, so that a write past a row
+    // lands in a gap.
+    let out_layout = match case.layouts[0] {
+        layout @ (Layout::ColumnMajor | Layout::Reversed) => layout,
+        _ => Layout::Padded,
+    };
     agree(
         &op,
         &dv,
         &iv,
         uv.as_ref(),
-        |zeros| lay_out(zeros, Layout::Padded, axis, seed ^ 0xff),
+        |zeros| lay_out(zeros, out_layout, axis, seed ^ 0xff),
         |data| lay_out(data, case.layouts[0], axis, seed ^ 0xabc),
     )
 }

@@ -46,7 +46,11 @@ impl std::ops::Deref for Order {
 ///
 /// Loops run outermost-first by decreasing byte stride summed over the accesses (stable, so
 /// row-major tensors keep row-major order), which puts a contiguous dim innermost wherever
-/// the views have one; `axis_first` moves the axis loop outermost (the engine's listed
+/// the views have one. Along a dim the index moves along, an access the index moves
+/// (a scatter's destination, a gather's data) counts a stride across its indexed dim's
+/// whole extent: where the index stays put along some dim (a Gather's row, an expanded
+/// index), that dim runs inside the random picks even when another operand is transposed
+/// (the table, the updates, the output), so that each pick still moves a row; `axis_first` moves the axis loop outermost (the engine's listed
 /// loop). Any order is correct: two updates can meet only if they differ in the axis
 /// coordinate alone, and every loop order visits those in increasing order.
 pub(super) fn bind(
@@ -74,6 +78,26 @@ pub(super) fn bind(
             cost[d] += strides[a][d].unsigned_abs() as u128 * size;
         }
         indexed[a] = slots.indexed.sum(raw.strides);
+    }
+    // At each step of a loop the index moves along, an access it moves may land anywhere
+    // along its indexed dim: the step costs as much as a stride across that dim.
+    let index = layout
+        .accesses
+        .iter()
+        .position(|s| s.operand == Operand::Indices);
+    let bound = layout
+        .bound
+        .map_or(0, |(operand, dim)| ops.get(operand).shape[dim] as u128);
+    if let Some(index) = index {
+        for (a, slots) in layout.accesses.iter().enumerate() {
+            let size = abi::element_size(key, slots.operand) as u128;
+            let jump = (indexed[a].unsigned_abs() as u128)
+                .saturating_mul(size)
+                .saturating_mul(bound);
+            for d in (0..depth).filter(|&d| strides[index][d] != 0) {
+                cost[d] = cost[d].saturating_add(jump);
+            }
+        }
     }
     let mut order = Order {
         dims: std::array::from_fn(|d| d),
@@ -341,6 +365,62 @@ mod tests {
         assert_eq!(loop_order(&[1, 3], &[1, 3]), [1, 0]);
         // Bytes decide: the 8-byte indices outweigh the two transposed f32 tensors.
         assert_eq!(loop_order(&[1, 3], &[4, 1]), [0, 1]);
+    }
+
+    /// The loop order of a Gather of 5 rows from a [8, 4] f32 table along axis 0, with
+    /// these strides of the table and of the [5, 4] output.
+    fn gather_rows_order(data_strides: &[isize], out_strides: &[isize]) -> Vec<usize> {
+        let key = KernelKey::gather(DType::F32, DType::I64, 2, 1, 0).unwrap();
+        let plan = Plan::new(key);
+        let nest = plan.pass(PassKind::Apply).unwrap();
+        let (data, idx, mut out) = (vec![0u8; 4 * 32], vec![0u8; 8 * 5], vec![0u8; 4 * 20]);
+        let dv = TensorView::new(DType::F32, &[8, 4], data_strides, 0, &data).unwrap();
+        let iv = TensorView::contiguous(DType::I64, &[5], &idx).unwrap();
+        let mut ov = TensorViewMut::new(DType::F32, &[5, 4], out_strides, 0, &mut out).unwrap();
+        let ops = Operands::default()
+            .with(Operand::Data, dv.raw())
+            .with(Operand::Indices, iv.raw())
+            .with(Operand::Output, ov.raw());
+        bind(&key, nest, &ParamLayout::of(nest), &ops, false)
+            .1
+            .to_vec()
+    }
+
+    /// The loop order of a scatter add of [5, 4] f32 updates with these strides into a
+    /// row-major [8, 4] output along axis 0, through a [5, 4] index with these strides.
+    fn scatter_rows_order(index_strides: &[isize], update_strides: &[isize]) -> Vec<usize> {
+        let key = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Add, true)
+            .unwrap();
+        let plan = Plan::new(key);
+        let nest = plan.pass(PassKind::Apply).unwrap();
+        let (idx, upd, mut out) = (vec![0u8; 8 * 20], vec![0u8; 4 * 400], vec![0u8; 4 * 32]);
+        let iv = TensorView::new(DType::I64, &[5, 4], index_strides, 0, &idx).unwrap();
+        let uv = TensorView::new(DType::F32, &[5, 4], update_strides, 0, &upd).unwrap();
+        let mut ov = TensorViewMut::new(DType::F32, &[8, 4], &[4, 1], 0, &mut out).unwrap();
+        let ops = Operands::default()
+            .with(Operand::Indices, iv.raw())
+            .with(Operand::Updates, uv.raw())
+            .with(Operand::Output, ov.raw());
+        bind(&key, nest, &ParamLayout::of(nest), &ops, false)
+            .1
+            .to_vec()
+    }
+
+    /// Where the index stays put along a dim (a Gather's row, an expanded index), that dim
+    /// runs inside the picks, whichever operand is transposed; where it moves along every
+    /// dim, the smallest stride still runs innermost.
+    #[test]
+    fn rows_run_inside_the_picks_whatever_is_transposed() {
+        assert_eq!(gather_rows_order(&[4, 1], &[4, 1]), [0, 1]);
+        // The table, or the output, column-major.
+        assert_eq!(gather_rows_order(&[1, 8], &[4, 1]), [0, 1]);
+        assert_eq!(gather_rows_order(&[4, 1], &[1, 5]), [0, 1]);
+        // An expanded index (PyTorch Geometric's) with column-major updates.
+        assert_eq!(scatter_rows_order(&[1, 0], &[4, 1]), [0, 1]);
+        assert_eq!(scatter_rows_order(&[1, 0], &[1, 5]), [0, 1]);
+        // A materialized index moves along both dims: bytes decide, as without picks.
+        assert_eq!(scatter_rows_order(&[4, 1], &[1, 5]), [0, 1]);
+        assert_eq!(scatter_rows_order(&[4, 1], &[1, 100]), [1, 0]);
     }
 
     /// `coalesce` of loops `from` on, with these dims and per-access strides: the dims,
