@@ -50,6 +50,21 @@ def test_extra_workloads_keep_their_transposed_indices(capsys):
     assert "| scatter_min_transposed_i64 |" in out and "✗" not in out
 
 
+def test_layouts_mode_lays_its_operands_out_column_major(capsys):
+    for w in bench.LAYOUTS:
+        data, indices, updates = bench.inputs(w, div=8)
+        for name, array in (("data", data), ("updates", updates)):
+            if name in w.column_major:
+                assert array.flags.f_contiguous and not array.flags.c_contiguous
+    names = ["gather_rows_out_t_f32", "scatter_none_data_t_f32"]
+    argv = ["--layouts", "--quick", "--rounds", "1", "--threads", "1"]
+    assert bench.main(argv + [a for n in names for a in ("--only", n)]) == 0
+    out = capsys.readouterr().out
+    assert "✗" not in out
+    for name in names:
+        assert f"| {name} |" in out
+
+
 def test_half_mode_times_16_bit_element_reductions(capsys):
     pytest.importorskip("ml_dtypes")
     names = ["scatter_add_rows_f16", "scatter_add_rows_bf16"]

@@ -17,7 +17,8 @@ two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add 
 ``--extra`` runs workloads outside the suite instead (transposed indices, rank-3 and
 rank-4 gathers, a scatter along axis 0 with narrow rows, multi-head and f16 GNN scatters,
 a shuffle along axis 0), ``--half`` element-wise reductions of f16 and bf16 (bfloat16
-needs ``ml_dtypes``). ``--mid`` runs eight mid-size calls (2^16 to 2^20 elements), where
+needs ``ml_dtypes``), ``--layouts`` tables, updates and outputs laid out column-major.
+``--mid`` runs eight mid-size calls (2^16 to 2^20 elements), where
 waking a thread pool costs as much as the work, in us per call.
 """
 
@@ -47,6 +48,8 @@ class Workload:
     pattern: str  # perm, uniform, uniform_rows
     expanded: bool = False  # the index is a stride-0 view along the features (PyG style)
     transposed: bool = False  # the index's memory holds its transpose (dims reversed)
+    # Operands ("data", "updates", "out": the ``into`` mode's output) laid out column-major.
+    column_major: tuple = ()
 
 
 # The suite's workloads, in its order and at its sizes (the same table as the Rust
@@ -85,6 +88,19 @@ EXTRA = [
     Workload("scatter_max_expanded_rank3_f32", "scatter_elements", "float32", "int64", (50000, 4, 16),   (400000, 4, 16), 0, "max",  "uniform_rows", True),
     Workload("scatter_add_expanded_f16",       "scatter_elements", "float16", "int64", (50000, 64),      (400000, 64),    0, "add",  "uniform_rows", True),
     Workload("scatter_none_perm_axis0_f32",    "scatter_elements", "float32", "int64", (4096, 1024),     (4096, 1024),    0, "none", "perm"),
+]
+
+# Other operands laid out column-major (``--layouts``), as ``weight.t()`` or a Fortran-ordered
+# array passes them: the table of a row gather, the output it writes into, the updates of
+# GNN scatters (expanded and materialized indices), GatherElements' data, an in-place
+# shuffle's destination.
+LAYOUTS = [
+    Workload("gather_rows_table_t_f32",        "gather",           "float32", "int64", (100000, 64), (200000,),    0, "none", "uniform", column_major=("data",)),
+    Workload("gather_rows_out_t_f32",          "gather",           "float32", "int64", (100000, 64), (200000,),    0, "none", "uniform", column_major=("out",)),
+    Workload("scatter_add_expanded_updates_t_f32", "scatter_elements", "float32", "int64", (50000, 64), (400000, 64), 0, "add", "uniform_rows", True, column_major=("updates",)),
+    Workload("scatter_add_updates_t_f32",      "scatter_elements", "float32", "int64", (50000, 64),  (400000, 64), 0, "add",  "uniform", column_major=("updates",)),
+    Workload("gather_elements_data_t_f32",     "gather_elements",  "float32", "int64", (2048, 4096), (2048, 4096), 1, "none", "uniform", column_major=("data",)),
+    Workload("scatter_none_data_t_f32",        "scatter_elements", "float32", "int64", (2048, 4096), (2048, 4096), 1, "none", "perm", column_major=("data",)),
 ]
 
 # Element-wise reductions of 16-bit floats (``--half``): each combine rounds to the type
@@ -157,7 +173,12 @@ def inputs(w, div=1):
         return rng.uniform(-1, 1, shape).astype(w.dtype)
 
     updates = draw(index_shape) if w.op == "scatter_elements" else None
-    return draw(data_shape), indices, updates
+    data = draw(data_shape)
+    if "data" in w.column_major:
+        data = np.asfortranarray(data)
+    if "updates" in w.column_major:
+        updates = np.asfortranarray(updates)
+    return data, indices, updates
 
 
 def traffic_mb(w, data, indices, updates, out_nbytes):
@@ -174,7 +195,7 @@ def calls(w, data, indices, updates, torch):
     """For each system, a (new, into) pair of zero-argument calls on the same memory."""
     axis = w.axis
     if w.op == "scatter_elements":
-        buffer = data.copy()
+        buffer = data.copy(order="K")
         ours = (
             lambda: scatterjit.scatter_elements(data, indices, updates, axis, w.reduction),
             lambda: scatterjit.scatter_(buffer, axis, indices, updates, reduce=w.reduction),
@@ -182,6 +203,8 @@ def calls(w, data, indices, updates, torch):
     else:
         f = scatterjit.gather if w.op == "gather" else scatterjit.gather_elements
         out = f(data, indices, axis)
+        if "out" in w.column_major:
+            out = np.asfortranarray(out)
         ours = (lambda: f(data, indices, axis), lambda: f(data, indices, axis, out=out))
     if torch is None:
         return {"scatterjit": ours}
@@ -215,6 +238,8 @@ def calls(w, data, indices, updates, torch):
     elif w.op == "gather":
         flat = ti.reshape(-1)
         tout = torch.index_select(td, axis, flat)
+        if "out" in w.column_major:
+            tout = tout.t().contiguous().t() if tout.dim() == 2 else tout
         theirs = (
             lambda: torch.index_select(td, axis, flat),
             lambda: torch.index_select(td, axis, flat, out=tout),
@@ -288,6 +313,9 @@ def main(argv=None):
     sets.add_argument(
         "--half", action="store_true", help="element-wise reductions of f16 and bf16"
     )
+    parser.add_argument(
+        "--layouts", action="store_true", help="tables, updates and outputs laid out column-major"
+    )
     args = parser.parse_args(argv)
     div, rounds = (8, args.rounds or 5) if args.quick else (1, args.rounds or 9)
     # Tiny calls: 21 rounds of 2,000 calls each, in ns; mid-size ones: 21 rounds of 20, in
@@ -297,7 +325,13 @@ def main(argv=None):
         batch, scale, unit, rounds = 2000, 1e6, "ns", args.rounds or 21
     if args.mid:
         batch, scale, unit, rounds = 20, 1e3, "us", args.rounds or 21
-    by_flag = [(args.tiny, TINY), (args.mid, MID), (args.extra, EXTRA), (args.half, HALF)]
+    by_flag = [
+        (args.tiny, TINY),
+        (args.mid, MID),
+        (args.extra, EXTRA),
+        (args.half, HALF),
+        (args.layouts, LAYOUTS),
+    ]
     suite = next((chosen for wanted, chosen in by_flag if wanted), WORKLOADS)
 
     torch = None
