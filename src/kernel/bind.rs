@@ -254,10 +254,17 @@ mod tests {
     use crate::tensor::{TensorView, TensorViewMut};
     use scatterjit_ir::{DType, Plan, Reduction};
 
-    fn loop_order(data_strides: &[isize], index_strides: &[isize]) -> Vec<usize> {
-        let key = KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap();
+    /// The loop order `bind` picks for `key`'s apply pass on these operands.
+    fn apply_order(key: KernelKey, ops: &Operands<'_>) -> Vec<usize> {
         let plan = Plan::new(key);
         let nest = plan.pass(PassKind::Apply).unwrap();
+        bind(&key, nest, &ParamLayout::of(nest), ops, false)
+            .1
+            .to_vec()
+    }
+
+    fn loop_order(data_strides: &[isize], index_strides: &[isize]) -> Vec<usize> {
+        let key = KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap();
         let data = vec![0u8; 4 * 12];
         let idx = vec![0u8; 8 * 12];
         let mut out = vec![0u8; 4 * 12];
@@ -268,9 +275,7 @@ mod tests {
             .with(Operand::Data, dv.raw())
             .with(Operand::Indices, iv.raw())
             .with(Operand::Output, ov.raw());
-        bind(&key, nest, &ParamLayout::of(nest), &ops, false)
-            .1
-            .to_vec()
+        apply_order(key, &ops)
     }
 
     /// The variant of a GatherElements apply along the last axis: data `[rows, len]` with
@@ -371,8 +376,6 @@ mod tests {
     /// these strides of the table and of the [5, 4] output.
     fn gather_rows_order(data_strides: &[isize], out_strides: &[isize]) -> Vec<usize> {
         let key = KernelKey::gather(DType::F32, DType::I64, 2, 1, 0).unwrap();
-        let plan = Plan::new(key);
-        let nest = plan.pass(PassKind::Apply).unwrap();
         let (data, idx, mut out) = (vec![0u8; 4 * 32], vec![0u8; 8 * 5], vec![0u8; 4 * 20]);
         let dv = TensorView::new(DType::F32, &[8, 4], data_strides, 0, &data).unwrap();
         let iv = TensorView::contiguous(DType::I64, &[5], &idx).unwrap();
@@ -381,9 +384,7 @@ mod tests {
             .with(Operand::Data, dv.raw())
             .with(Operand::Indices, iv.raw())
             .with(Operand::Output, ov.raw());
-        bind(&key, nest, &ParamLayout::of(nest), &ops, false)
-            .1
-            .to_vec()
+        apply_order(key, &ops)
     }
 
     /// The loop order of a scatter add of [5, 4] f32 updates with these strides into a
@@ -401,9 +402,7 @@ mod tests {
             .with(Operand::Indices, iv.raw())
             .with(Operand::Updates, uv.raw())
             .with(Operand::Output, ov.raw());
-        bind(&key, nest, &ParamLayout::of(nest), &ops, false)
-            .1
-            .to_vec()
+        apply_order(key, &ops)
     }
 
     /// Where the index stays put along a dim (a Gather's row, an expanded index), that dim
