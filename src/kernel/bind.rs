@@ -392,8 +392,6 @@ mod tests {
     fn scatter_rows_order(index_strides: &[isize], update_strides: &[isize]) -> Vec<usize> {
         let key = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Add, true)
             .unwrap();
-        let plan = Plan::new(key);
-        let nest = plan.pass(PassKind::Apply).unwrap();
         let (idx, upd, mut out) = (vec![0u8; 8 * 20], vec![0u8; 4 * 400], vec![0u8; 4 * 32]);
         let iv = TensorView::new(DType::I64, &[5, 4], index_strides, 0, &idx).unwrap();
         let uv = TensorView::new(DType::F32, &[5, 4], update_strides, 0, &upd).unwrap();
