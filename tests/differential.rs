@@ -999,6 +999,34 @@ fn named(
     }
 }
 
+/// Column-major updates through a row-major index 64 bytes a row: the loop order runs the
+/// short feature dim inside the 300 rows (`bind::reused_inside`), which shapes of a few
+/// elements never reach. Every reduction, with and without a bad index, at 1 and 3 threads.
+#[test]
+fn column_major_updates_under_a_long_index_agree_with_interpreter() {
+    for dtype in [DType::F32, DType::I64] {
+        for &reduction in Reduction::ALL.iter() {
+            for bad in [None, Some((1234, BadIndex::Size))] {
+                let mut case = named(
+                    OpKind::ScatterElements,
+                    dtype,
+                    DType::I64,
+                    &[50, 8],
+                    &[300, 8],
+                    0,
+                    reduction,
+                    true,
+                    bad,
+                );
+                case.layouts = [Layout::Contiguous, Layout::Contiguous, Layout::ColumnMajor];
+                if let Err(message) = check(&case) {
+                    panic!("{dtype} {reduction:?} {bad:?}: {message}");
+                }
+            }
+        }
+    }
+}
+
 /// Gathered rows of every length a row copy handles inline (below `memcpy`'s 128 bytes) and a
 /// few past it: the copy's chunks, its last chunk overlapping them and its pairs of
 /// narrower moves each reach every byte of a row, and none past it.

@@ -106,6 +106,18 @@ pub(super) fn bind(
     // The check pass stays row-major: the first bad index it meets is the one to report.
     if nest.pass != PassKind::Check {
         order.dims[..depth].sort_by_key(|&d| std::cmp::Reverse(cost[d]));
+        let moves = |a: usize, d: usize| {
+            let size = abi::element_size(key, layout.accesses[a].operand) as u128;
+            let random = indexed[a] != 0 && index.is_some_and(|ix| strides[ix][d] != 0);
+            (strides[a][d].unsigned_abs() as u128 * size, random)
+        };
+        if let Some(d) = reused_inside(&order, &dims, layout.accesses.len(), moves) {
+            let at = order
+                .iter()
+                .position(|&e| e == d)
+                .expect("a dim of the order");
+            order.dims[at..depth].rotate_left(1);
+        }
     }
     if axis_first {
         order.dims[..depth].sort_by_key(|&d| d != key.axis());
@@ -147,6 +159,53 @@ pub(super) fn bind(
         params[at] = ops.get(operand).shape[dim] as i64;
     }
     (params, order)
+}
+
+/// Bytes of the first-level cache that a short innermost loop's lines may fill and still
+/// be read again by the next step of the loop outside it.
+const REUSED_BYTES: u128 = 16 << 10;
+
+/// The bytes of a cache line, as the loop order counts them.
+const LINE: u128 = abi::CACHE_LINE as u128;
+
+/// A short dim to run innermost instead of `order`'s innermost `c`, where `c` streams an
+/// access a new cache line per element that it never reads again (its indices, say, 512
+/// bytes apart) and the short dim walks that access within lines: every access that steps
+/// a cache line or more along the short dim steps less along `c`, so its few lines stay
+/// in the cache for `c`, now outside, to read again, and no access the index moves lands
+/// at random along the short dim and not along `c`. A scatter of column-major updates
+/// through a row-major index (bytes alone put the updates' contiguous dim innermost and
+/// read each line of the index once per feature) then reads every line once. `moves(a,
+/// d)`: access `a`'s bytes per step along dim `d`, and whether it lands at random there.
+fn reused_inside(
+    order: &Order,
+    dims: &[i64],
+    accesses: usize,
+    moves: impl Fn(usize, usize) -> (u128, bool),
+) -> Option<usize> {
+    let (&c, outer) = order.split_last()?;
+    let streams = (0..accesses).any(|a| {
+        let (bytes, random) = moves(a, c);
+        !random && bytes >= LINE && dims[c] as u128 * LINE > REUSED_BYTES
+    });
+    if !streams {
+        return None;
+    }
+    outer.iter().rev().copied().find(|&d| {
+        let mut lines = 0u128;
+        let fits = (0..accesses).all(|a| {
+            let ((along_d, random_d), (along_c, random_c)) = (moves(a, d), moves(a, c));
+            if along_d >= LINE {
+                lines += 1;
+            }
+            (!random_d || random_c) && (along_d < LINE || along_c < LINE)
+        });
+        let gains = (0..accesses).any(|a| {
+            let ((along_d, random_d), (along_c, random_c)) = (moves(a, d), moves(a, c));
+            !random_c && !random_d && along_c >= LINE && along_d < LINE
+        });
+        dims[d] > 1 && fits && gains && dims[d] as u128 * lines * LINE <= REUSED_BYTES
+    })
 }
 
 /// Merges each loop from loop `from` on into the nearest unmerged loop inside it where every
@@ -387,14 +446,17 @@ mod tests {
         apply_order(key, &ops)
     }
 
-    /// The loop order of a scatter add of [5, 4] f32 updates with these strides into a
-    /// row-major [8, 4] output along axis 0, through a [5, 4] index with these strides.
-    fn scatter_rows_order(index_strides: &[isize], update_strides: &[isize]) -> Vec<usize> {
+    /// The loop order of a scatter add of `[rows, 4]` f32 updates with these strides into
+    /// a row-major [8, 4] output along axis 0, through a `[rows, 4]` index with these
+    /// strides (elements).
+    fn scatter_rows_order(rows: usize, index: &[isize], updates: &[isize]) -> Vec<usize> {
         let key = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Add, true)
             .unwrap();
-        let (idx, upd, mut out) = (vec![0u8; 8 * 20], vec![0u8; 4 * 400], vec![0u8; 4 * 32]);
-        let iv = TensorView::new(DType::I64, &[5, 4], index_strides, 0, &idx).unwrap();
-        let uv = TensorView::new(DType::F32, &[5, 4], update_strides, 0, &upd).unwrap();
+        let reach = |s: &[isize]| (rows - 1) * s[0].unsigned_abs() + 3 * s[1].unsigned_abs() + 1;
+        let idx = vec![0u8; 8 * reach(index)];
+        let (upd, mut out) = (vec![0u8; 4 * reach(updates)], vec![0u8; 4 * 32]);
+        let iv = TensorView::new(DType::I64, &[rows, 4], index, 0, &idx).unwrap();
+        let uv = TensorView::new(DType::F32, &[rows, 4], updates, 0, &upd).unwrap();
         let mut ov = TensorViewMut::new(DType::F32, &[8, 4], &[4, 1], 0, &mut out).unwrap();
         let ops = Operands::default()
             .with(Operand::Indices, iv.raw())
@@ -413,11 +475,25 @@ mod tests {
         assert_eq!(gather_rows_order(&[1, 8], &[4, 1]), [0, 1]);
         assert_eq!(gather_rows_order(&[4, 1], &[1, 5]), [0, 1]);
         // An expanded index (PyTorch Geometric's) with column-major updates.
-        assert_eq!(scatter_rows_order(&[1, 0], &[4, 1]), [0, 1]);
-        assert_eq!(scatter_rows_order(&[1, 0], &[1, 5]), [0, 1]);
+        assert_eq!(scatter_rows_order(5, &[1, 0], &[4, 1]), [0, 1]);
+        assert_eq!(scatter_rows_order(5, &[1, 0], &[1, 5]), [0, 1]);
         // A materialized index moves along both dims: bytes decide, as without picks.
-        assert_eq!(scatter_rows_order(&[4, 1], &[1, 5]), [0, 1]);
-        assert_eq!(scatter_rows_order(&[4, 1], &[1, 100]), [1, 0]);
+        assert_eq!(scatter_rows_order(5, &[4, 1], &[1, 5]), [0, 1]);
+        assert_eq!(scatter_rows_order(5, &[4, 1], &[1, 100]), [1, 0]);
+    }
+
+    /// Bytes put a transposed operand's contiguous dim innermost; a short dim runs inside
+    /// it instead where that dim would stream another access a new line per element,
+    /// never read again, and the transposed operand's lines along the short dim fit the
+    /// cache until the next step outside reads them again.
+    #[test]
+    fn a_short_dim_runs_inside_where_its_lines_are_read_again() {
+        // Column-major updates of 400 rows, a row-major index 128 bytes per row.
+        assert_eq!(scatter_rows_order(400, &[16, 1], &[1, 400]), [0, 1]);
+        // 200 rows: the index's lines along them fit the cache, read again by each feature.
+        assert_eq!(scatter_rows_order(200, &[16, 1], &[1, 200]), [1, 0]);
+        // An index 32 bytes per row shares its lines between rows: bytes decide.
+        assert_eq!(scatter_rows_order(400, &[4, 1], &[1, 400]), [1, 0]);
     }
 
     /// `coalesce` of loops `from` on, with these dims and per-access strides: the dims,
