@@ -52,8 +52,9 @@ impl std::ops::Deref for Order {
 /// index), that dim runs inside the random picks even when another operand is transposed
 /// (the table, the updates, the output), so that each pick still moves a row. A short dim
 /// may then move inside the innermost one ([`reused_inside`]). `axis_first` moves the axis
-/// loop outermost (the engine's listed loop). Any order is correct: two updates can meet only if they differ in the axis
-/// coordinate alone, and every loop order visits those in increasing order.
+/// loop outermost (the engine's listed loop). Any order is correct: two updates can meet
+/// only if they differ in the axis coordinate alone, and every loop order visits those in
+/// increasing order.
 pub(super) fn bind(
     key: &KernelKey,
     nest: &LoopNest,
