@@ -372,9 +372,9 @@ pub fn check(case: &Case) -> Result<(), String> {
         }
         _ => None,
     };
-    // A gather's output is laid out as data is where that is column-major or walked
-    // backwards (loop orders turn on it); padded otherwise, so that a write past a row
-    // lands in a gap.
+    // `run_into`'s output is laid out as data is where that is column-major or walked
+    // backwards (loop orders turn on it, a gather's too); padded otherwise, so that a write
+    // past a row lands in a gap.
     let out_layout = match case.layouts[0] {
         layout @ (Layout::ColumnMajor | Layout::Reversed) => layout,
         _ => Layout::Padded,

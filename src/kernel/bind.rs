@@ -70,35 +70,35 @@ pub(super) fn bind(
     }
     let mut strides = [[0i64; MAX_DEPTH]; MAX_ACCESSES];
     let mut indexed = [0i64; MAX_ACCESSES];
+    let mut sizes = [0u128; MAX_ACCESSES];
     // Per domain dim: bytes stepped over all accesses.
     let mut cost = [0u128; MAX_DEPTH];
     for (a, slots) in layout.accesses.iter().enumerate() {
         let raw = ops.get(slots.operand);
-        let size = abi::element_size(key, slots.operand) as u128;
+        sizes[a] = abi::element_size(key, slots.operand) as u128;
         for d in 0..depth {
             strides[a][d] = slots.along[d].sum(raw.strides);
-            cost[d] += strides[a][d].unsigned_abs() as u128 * size;
+            cost[d] += strides[a][d].unsigned_abs() as u128 * sizes[a];
         }
         indexed[a] = slots.indexed.sum(raw.strides);
     }
-    // At each step of a loop the index moves along, an access it moves may land anywhere
-    // along its indexed dim: the step costs as much as a stride across that dim.
+    // At each step of a loop the index moves along, an access it moves (`indexed` non-zero)
+    // may land anywhere along its indexed dim: the step costs as much as a stride across
+    // that dim.
     let index = layout
         .accesses
         .iter()
         .position(|s| s.operand == Operand::Indices);
+    let index_moves = |d: usize| index.is_some_and(|ix| strides[ix][d] != 0);
     let bound = layout
         .bound
         .map_or(0, |(operand, dim)| ops.get(operand).shape[dim] as u128);
-    if let Some(index) = index {
-        for (a, slots) in layout.accesses.iter().enumerate() {
-            let size = abi::element_size(key, slots.operand) as u128;
-            let jump = (indexed[a].unsigned_abs() as u128)
-                .saturating_mul(size)
-                .saturating_mul(bound);
-            for d in (0..depth).filter(|&d| strides[index][d] != 0) {
-                cost[d] = cost[d].saturating_add(jump);
-            }
+    for a in 0..layout.accesses.len() {
+        let jump = (indexed[a].unsigned_abs() as u128)
+            .saturating_mul(sizes[a])
+            .saturating_mul(bound);
+        for d in (0..depth).filter(|&d| index_moves(d)) {
+            cost[d] = cost[d].saturating_add(jump);
         }
     }
     let mut order = Order {
@@ -109,9 +109,8 @@ pub(super) fn bind(
     if nest.pass != PassKind::Check {
         order.dims[..depth].sort_by_key(|&d| std::cmp::Reverse(cost[d]));
         let moves = |a: usize, d: usize| {
-            let size = abi::element_size(key, layout.accesses[a].operand) as u128;
-            let random = indexed[a] != 0 && index.is_some_and(|ix| strides[ix][d] != 0);
-            (strides[a][d].unsigned_abs() as u128 * size, random)
+            let bytes = strides[a][d].unsigned_abs() as u128 * sizes[a];
+            (bytes, indexed[a] != 0 && index_moves(d))
         };
         if let Some(d) = reused_inside(&order, &dims, layout.accesses.len(), moves) {
             let at = order
@@ -186,20 +185,18 @@ fn reused_inside(
     moves: impl Fn(usize, usize) -> (u128, bool),
 ) -> Option<usize> {
     let (&c, outer) = order.split_last()?;
+    let long = dims[c] as u128 * LINE > REUSED_BYTES;
     let streams = (0..accesses).any(|a| {
         let (bytes, random) = moves(a, c);
-        !random && bytes >= LINE && dims[c] as u128 * LINE > REUSED_BYTES
+        !random && bytes >= LINE
     });
-    if !streams {
+    if !(long && streams) {
         return None;
     }
     outer.iter().rev().copied().find(|&d| {
-        let mut lines = 0u128;
+        let lines = (0..accesses).filter(|&a| moves(a, d).0 >= LINE).count() as u128;
         let fits = (0..accesses).all(|a| {
             let ((along_d, random_d), (along_c, random_c)) = (moves(a, d), moves(a, c));
-            if along_d >= LINE {
-                lines += 1;
-            }
             (!random_d || random_c) && (along_d < LINE || along_c < LINE)
         });
         let gains = (0..accesses).any(|a| {
