@@ -239,7 +239,9 @@ def calls(w, data, indices, updates, torch):
         flat = ti.reshape(-1)
         tout = torch.index_select(td, axis, flat)
         if "out" in w.column_major:
-            tout = tout.t().contiguous().t() if tout.dim() == 2 else tout
+            # numpy's column-major order, for any rank: dims reversed in memory.
+            reversed_dims = tuple(range(tout.dim()))[::-1]
+            tout = tout.permute(reversed_dims).contiguous().permute(reversed_dims)
         theirs = (
             lambda: torch.index_select(td, axis, flat),
             lambda: torch.index_select(td, axis, flat, out=tout),
@@ -313,7 +315,7 @@ def main(argv=None):
     sets.add_argument(
         "--half", action="store_true", help="element-wise reductions of f16 and bf16"
     )
-    parser.add_argument(
+    sets.add_argument(
         "--layouts", action="store_true", help="tables, updates and outputs laid out column-major"
     )
     args = parser.parse_args(argv)
