@@ -185,7 +185,10 @@ fn reused_inside(
     moves: impl Fn(usize, usize) -> (u128, bool),
 ) -> Option<usize> {
     let (&c, outer) = order.split_last()?;
-    let long = dims[c] as u128 * LINE > REUSED_BYTES;
+    // A dim past `i64::MAX` (an empty tensor's other dims may be that long) wraps negative
+    // in `dims`; its bits as a `u64` are its length.
+    let extent = |d: usize| u128::from(dims[d] as u64);
+    let long = extent(c) * LINE > REUSED_BYTES;
     let streams = (0..accesses).any(|a| {
         let (bytes, random) = moves(a, c);
         !random && bytes >= LINE
@@ -203,7 +206,7 @@ fn reused_inside(
             let ((along_d, random_d), (along_c, random_c)) = (moves(a, d), moves(a, c));
             !random_c && !random_d && along_c >= LINE && along_d < LINE
         });
-        dims[d] > 1 && fits && gains && dims[d] as u128 * lines * LINE <= REUSED_BYTES
+        extent(d) > 1 && fits && gains && extent(d) * lines * LINE <= REUSED_BYTES
     })
 }
 
@@ -493,6 +496,27 @@ mod tests {
         assert_eq!(scatter_rows_order(200, &[16, 1], &[1, 200]), [1, 0]);
         // An index 32 bytes per row shares its lines between rows: bytes decide.
         assert_eq!(scatter_rows_order(400, &[4, 1], &[1, 400]), [1, 0]);
+    }
+
+    /// An empty tensor's other dims may pass `i64::MAX`, negative in `bind`'s dims: the
+    /// rule reads them as the lengths they are, without overflow.
+    #[test]
+    fn a_dim_past_i64_max_is_long_not_negative() {
+        let order = Order {
+            dims: std::array::from_fn(|d| d),
+            len: 2,
+        };
+        let huge = (1u64 << 63) as i64 + 5;
+        // Access 0 streams a line per step along dim 1 and steps 8 bytes along dim 0;
+        // access 1 steps a line along dim 0 and 4 bytes along dim 1. Dim 0 runs inside
+        // where its lines fit the cache.
+        let moves = |a: usize, d: usize| match (a, d) {
+            (0, 1) | (1, 0) => (LINE, false),
+            (0, _) => (8, false),
+            _ => (4, false),
+        };
+        assert_eq!(reused_inside(&order, &[2, huge], 2, moves), Some(0));
+        assert_eq!(reused_inside(&order, &[huge, huge], 2, moves), None);
     }
 
     /// `coalesce` of loops `from` on, with these dims and per-access strides: the dims,
