@@ -1027,6 +1027,34 @@ fn column_major_updates_under_a_long_index_agree_with_interpreter() {
     }
 }
 
+/// A new scatter output from transposed data large enough (2.6 MB of f32) that the copy of
+/// data into it runs in tiles split over the pool at 3 threads (`tensor/relayout.rs`), for
+/// 1- and 4-byte elements, with and without a bad index.
+#[test]
+fn new_outputs_from_large_transposed_data_agree_with_interpreter() {
+    for dtype in [DType::F32, DType::U8] {
+        for reduction in [Reduction::None, Reduction::Add, Reduction::Max] {
+            for bad in [None, Some((4321, BadIndex::BeforeStart))] {
+                let mut case = named(
+                    OpKind::ScatterElements,
+                    dtype,
+                    DType::I32,
+                    &[1024, 640],
+                    &[1024, 64],
+                    1,
+                    reduction,
+                    true,
+                    bad,
+                );
+                case.layouts = [Layout::ColumnMajor, Layout::Contiguous, Layout::Contiguous];
+                if let Err(message) = check(&case) {
+                    panic!("{dtype} {reduction:?} {bad:?}: {message}");
+                }
+            }
+        }
+    }
+}
+
 /// Gathered rows of every length a row copy handles inline (below `memcpy`'s 128 bytes) and a
 /// few past it: the copy's chunks, its last chunk overlapping them and its pairs of
 /// narrower moves each reach every byte of a row, and none past it.

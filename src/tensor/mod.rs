@@ -6,10 +6,12 @@
 //!
 //! [`layout`] holds the geometry and its checks, [`view`] the views callers build,
 //! [`unbuffered`] a geometry checked before its buffer exists, [`raw`] what a kernel call
-//! is handed of an operand, [`walk`] the walk over a shape's positions.
+//! is handed of an operand, [`walk`] the walk over a shape's positions, [`relayout`] the
+//! copy of any view into row-major bytes.
 
 mod layout;
 mod raw;
+mod relayout;
 mod unbuffered;
 mod view;
 mod walk;

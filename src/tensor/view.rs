@@ -7,6 +7,7 @@ use scatterjit_ir::{checked_nbytes, checked_numel, DType, Error, Meta, Operand, 
 
 use super::layout::{row_major, Layout};
 use super::raw::{Address, Place, RawOperand};
+use super::relayout::copy_row_major;
 use super::walk::for_each_offset;
 
 /// A read-only strided view of elements in a byte slice.
@@ -150,16 +151,28 @@ impl<'a> TensorView<'a> {
             });
             return Tensor::from_strings(&self.layout.shape, out);
         }
-        let size = self.dtype().size();
         let bytes = checked_nbytes(self.dtype(), &self.layout.shape)?;
         let mut out = Vec::new();
         out.try_reserve_exact(bytes)
             .map_err(|_| Error::OutOfMemory { bytes })?;
-        for_each_offset(&self.layout.shape, &self.layout.strides, |off| {
-            let at = (self.layout.offset as isize + off) as usize * size;
-            out.extend_from_slice(&self.bytes[at..at + size]);
-        });
+        out.resize(bytes, 0);
+        self.copy_row_major(&mut out);
         Tensor::from_bytes(self.dtype(), self.layout.shape.to_vec(), out)
+    }
+
+    /// Writes the viewed elements into `to`, exactly their bytes, in row-major order
+    /// (transposes in cache-sized tiles; split over the pool when large).
+    pub(crate) fn copy_row_major(&self, to: &mut [u8]) {
+        let layout = &self.layout;
+        let size = self.dtype().size();
+        copy_row_major(
+            &layout.shape,
+            &layout.strides,
+            layout.offset,
+            self.bytes,
+            size,
+            to,
+        );
     }
 
     /// The bytes of the element at element `offset` from position 0 (a position's offset).
