@@ -340,21 +340,18 @@ impl Kernel {
             let bytes = unsafe { bytes.written() };
             return Ok(Tensor::from_bytes(dtype, out_shape, bytes)?);
         }
-        // A scatter's output starts as data, copied in (in tiles where data is transposed:
-        // the kernel's own copy walks the output's order), and the scatter runs in place
-        // on it. Where data is row-major, the new buffer is its copy, not zeroed first.
-        let bytes = match data.dense_bytes() {
-            Some(from) if op == OpKind::ScatterElements => alloc::copied(op, Buffer::Output, from)?,
-            _ => {
-                let mut bytes = alloc::zeroed(op, Buffer::Output, len)?;
-                if op == OpKind::ScatterElements {
-                    data.copy_row_major(&mut bytes);
-                }
-                bytes
-            }
+        // A scatter's output starts as data: where data is row-major, the new buffer is
+        // made as its copy (not zeroed first) and the scatter runs in place on it.
+        let copy_of_data = match op {
+            OpKind::ScatterElements => data.dense_bytes(),
+            _ => None,
+        };
+        let bytes = match copy_of_data {
+            Some(from) => alloc::copied(op, Buffer::Output, from)?,
+            None => alloc::zeroed(op, Buffer::Output, len)?,
         };
         let mut out = Tensor::from_bytes(dtype, out_shape, bytes)?;
-        let data = (op != OpKind::ScatterElements).then_some(data);
+        let data = copy_of_data.is_none().then_some(data);
         self.run_new(&mut TensorViewMut::from(&mut out), data, indices, updates)?;
         Ok(out)
     }

@@ -189,16 +189,20 @@ impl Kernel {
             .map_err(|stop| caller.bad_index(PassKind::Apply, stop, call_shape, call_indices))
     }
 
-    /// Out-of-place scatter's first step, `out = data`: a parallel `memcpy` when both are
-    /// row-major, the compiled copy pass otherwise.
+    /// Out-of-place scatter's first step, `out = data`: into a row-major `out`, a parallel
+    /// `memcpy` when data is row-major too, else the host's copy in tiles (the compiled
+    /// pass walks the output's order, a line of transposed data per element); the
+    /// compiled copy pass into any other layout.
     fn copy(&self, out: &mut TensorViewMut<'_>, data: &TensorView<'_>) -> Result<()> {
-        if let (Some(from), Some(to)) = (data.dense_bytes(), out.dense_bytes_mut()) {
-            if to.len() >= 2 * STREAM_CHUNK && crate::threads::available() > 1 {
-                to.par_chunks_mut(STREAM_CHUNK)
-                    .zip(from.par_chunks(STREAM_CHUNK))
-                    .for_each(|(to, from)| to.copy_from_slice(from));
-            } else {
-                to.copy_from_slice(from);
+        if let Some(to) = out.dense_bytes_mut() {
+            match data.dense_bytes() {
+                Some(from) if to.len() >= 2 * STREAM_CHUNK && crate::threads::available() > 1 => {
+                    to.par_chunks_mut(STREAM_CHUNK)
+                        .zip(from.par_chunks(STREAM_CHUNK))
+                        .for_each(|(to, from)| to.copy_from_slice(from));
+                }
+                Some(from) => to.copy_from_slice(from),
+                None => data.copy_row_major(to),
             }
             return Ok(());
         }
