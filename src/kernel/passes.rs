@@ -189,10 +189,10 @@ impl Kernel {
             .map_err(|stop| caller.bad_index(PassKind::Apply, stop, call_shape, call_indices))
     }
 
-    /// Out-of-place scatter's first step, `out = data`: into a row-major `out`, a parallel
-    /// `memcpy` when data is row-major too, else the host's copy in tiles (the compiled
-    /// pass walks the output's order, a line of transposed data per element); the
-    /// compiled copy pass into any other layout.
+    /// Out-of-place scatter's first step, `out = data`, into a row-major `out`: a parallel
+    /// `memcpy` from row-major data, the host's copy in tiles from transposed data (the
+    /// compiled pass walks the output's order, a line of data per element); the compiled
+    /// copy pass otherwise.
     fn copy(&self, out: &mut TensorViewMut<'_>, data: &TensorView<'_>) -> Result<()> {
         if let Some(to) = out.dense_bytes_mut() {
             match data.dense_bytes() {
@@ -200,11 +200,18 @@ impl Kernel {
                     to.par_chunks_mut(STREAM_CHUNK)
                         .zip(from.par_chunks(STREAM_CHUNK))
                         .for_each(|(to, from)| to.copy_from_slice(from));
+                    return Ok(());
                 }
-                Some(from) => to.copy_from_slice(from),
-                None => data.copy_row_major(to),
+                Some(from) => {
+                    to.copy_from_slice(from);
+                    return Ok(());
+                }
+                None if data.is_transposed() => {
+                    data.copy_row_major(to);
+                    return Ok(());
+                }
+                None => {}
             }
-            return Ok(());
         }
         let ops = Operands::default()
             .with(Operand::Data, data.raw())

@@ -64,6 +64,21 @@ pub(crate) fn copy_row_major(
         });
 }
 
+/// Whether elements under `strides` lie closer together along some dim before the last
+/// than along the last, which steps: a transpose, which [`copy_row_major`] copies in
+/// tiles. Other layouts (gaps between rows, rows walked backwards, broadcast rows) copy
+/// row by row, as the compiled copy pass does too.
+pub(crate) fn is_transposed(shape: &[usize], strides: &[isize]) -> bool {
+    let source = Source {
+        shape,
+        strides,
+        from: &[],
+        size: 1,
+    };
+    let last = shape.len().wrapping_sub(1);
+    source.across().is_some() && shape[last] > 1 && strides[last] != 0
+}
+
 /// One copy's source: its shape, element strides, bytes and element size.
 struct Source<'a> {
     shape: &'a [usize],
@@ -285,6 +300,17 @@ mod tests {
                 check(&[70, 3, 1], &[1, 200, 9], 0, size, threads);
             }
         }
+    }
+
+    #[test]
+    fn transposes_are_told_from_other_layouts() {
+        assert!(is_transposed(&[37, 70], &[1, 37]));
+        assert!(is_transposed(&[6, 33, 65], &[1, 6 * 65, 6]));
+        assert!(!is_transposed(&[37, 70], &[70, 1]));
+        assert!(!is_transposed(&[33, 65], &[-70, 1]));
+        assert!(!is_transposed(&[70, 40], &[1, 0]));
+        assert!(!is_transposed(&[70, 1], &[1, 9]));
+        assert!(!is_transposed(&[], &[]));
     }
 
     /// Copies large enough to split over the pool, with tiles along the first dim and

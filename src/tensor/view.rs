@@ -7,7 +7,7 @@ use scatterjit_ir::{checked_nbytes, checked_numel, DType, Error, Meta, Operand, 
 
 use super::layout::{row_major, Layout};
 use super::raw::{Address, Place, RawOperand};
-use super::relayout::copy_row_major;
+use super::relayout::{copy_row_major, is_transposed};
 use super::walk::for_each_offset;
 
 /// A read-only strided view of elements in a byte slice.
@@ -158,6 +158,11 @@ impl<'a> TensorView<'a> {
         out.resize(bytes, 0);
         self.copy_row_major(&mut out);
         Tensor::from_bytes(self.dtype(), self.layout.shape.to_vec(), out)
+    }
+
+    /// Whether the view is a transpose: laid out closer along some dim than along its last.
+    pub(crate) fn is_transposed(&self) -> bool {
+        is_transposed(&self.layout.shape, &self.layout.strides)
     }
 
     /// Writes the viewed elements into `to`, exactly their bytes, in row-major order
