@@ -3,8 +3,6 @@
 
 use std::borrow::Cow;
 
-use rayon::prelude::*;
-
 use scatterjit_ir::{unravel, DType, KernelKey, Operand, PassKind};
 
 use super::bind::Operands;
@@ -15,7 +13,6 @@ use crate::check;
 use crate::error::Result;
 use crate::partials;
 use crate::tensor::{Address, RawOperand, TensorView, TensorViewMut};
-use crate::threads::STREAM_CHUNK;
 
 impl Kernel {
     /// Runs the plan's passes into `out`, reading `data` (`None` in place: `out` holds
@@ -189,28 +186,15 @@ impl Kernel {
             .map_err(|stop| caller.bad_index(PassKind::Apply, stop, call_shape, call_indices))
     }
 
-    /// Out-of-place scatter's first step, `out = data`, into a row-major `out`: a parallel
-    /// `memcpy` from row-major data, the host's copy in tiles from transposed data (the
-    /// compiled pass walks the output's order, a line of data per element); the compiled
-    /// copy pass otherwise.
+    /// Out-of-place scatter's first step, `out = data`: into a row-major `out` from
+    /// row-major or transposed data, the host's copy (`memcpy`, or tiles where the
+    /// compiled pass would walk the output's order, a line of data per element); the
+    /// compiled copy pass otherwise.
     fn copy(&self, out: &mut TensorViewMut<'_>, data: &TensorView<'_>) -> Result<()> {
         if let Some(to) = out.dense_bytes_mut() {
-            match data.dense_bytes() {
-                Some(from) if to.len() >= 2 * STREAM_CHUNK && crate::threads::available() > 1 => {
-                    to.par_chunks_mut(STREAM_CHUNK)
-                        .zip(from.par_chunks(STREAM_CHUNK))
-                        .for_each(|(to, from)| to.copy_from_slice(from));
-                    return Ok(());
-                }
-                Some(from) => {
-                    to.copy_from_slice(from);
-                    return Ok(());
-                }
-                None if data.is_transposed() => {
-                    data.copy_row_major(to);
-                    return Ok(());
-                }
-                None => {}
+            if data.dense_bytes().is_some() || data.is_transposed() {
+                data.copy_row_major(to);
+                return Ok(());
             }
         }
         let ops = Operands::default()

@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::layout::{row_major, Dims};
+use super::layout::{is_dense, row_major, Dims};
 use crate::threads::{available, STREAM_CHUNK};
 
 /// A tile's side along the dim the source is closest-packed along, in bytes of source,
@@ -21,8 +21,9 @@ const TILE_LAST: usize = 64;
 /// of `from`, into `to` in row-major order; elements are `size` bytes.
 ///
 /// The caller guarantees what a view's constructor proved: every position's element lies
-/// inside `from`, and `to` is exactly the shape's bytes. Split over the pool along the
-/// first dim where it has threads and the copy spans [`STREAM_CHUNK`]s.
+/// inside `from`, and `to` is exactly the shape's bytes. Split over the pool where it has
+/// threads and the copy spans [`STREAM_CHUNK`]s: a row-major source in chunks of that
+/// size, any other along the first dim.
 pub(crate) fn copy_row_major(
     shape: &[usize],
     strides: &[isize],
@@ -34,19 +35,31 @@ pub(crate) fn copy_row_major(
     if to.is_empty() {
         return;
     }
+    let threads = available();
+    let split = threads > 1 && to.len() >= 2 * STREAM_CHUNK;
+    if is_dense(shape, strides) {
+        let from = &from[offset * size..offset * size + to.len()];
+        match split {
+            true => to
+                .par_chunks_mut(STREAM_CHUNK)
+                .zip(from.par_chunks(STREAM_CHUNK))
+                .for_each(|(to, from)| to.copy_from_slice(from)),
+            false => to.copy_from_slice(from),
+        }
+        return;
+    }
     let source = Source {
         shape,
         strides,
         from,
         size,
     };
-    let threads = available();
-    if threads == 1 || to.len() < 2 * STREAM_CHUNK || shape.len() < 2 || shape[0] < 2 {
+    if !split || shape.len() < 2 || shape[0] < 2 {
         source.serial(0..shape.first().copied().unwrap_or(1), offset as isize, to);
         return;
     }
     // Runs of whole tiles where the first dim is tiled, so that chunks cut no tile.
-    let unit = match source.across() == Some(0) {
+    let unit = match across(shape, strides) == Some(0) {
         true => (TILE_ACROSS_BYTES / size).max(1),
         false => 1,
     };
@@ -69,14 +82,26 @@ pub(crate) fn copy_row_major(
 /// tiles. Other layouts (gaps between rows, rows walked backwards, broadcast rows) copy
 /// row by row, as the compiled copy pass does too.
 pub(crate) fn is_transposed(shape: &[usize], strides: &[isize]) -> bool {
-    let source = Source {
-        shape,
-        strides,
-        from: &[],
-        size: 1,
+    let Some(last) = shape.len().checked_sub(1) else {
+        return false;
     };
-    let last = shape.len().wrapping_sub(1);
-    source.across().is_some() && shape[last] > 1 && strides[last] != 0
+    across(shape, strides).is_some() && shape[last] > 1 && strides[last] != 0
+}
+
+/// The dim before the last that elements step least along, where they step less along it
+/// than along the last: the tiles' second side. `None` where the last dim is the
+/// closest-packed one (rows are copied in order).
+fn across(shape: &[usize], strides: &[isize]) -> Option<usize> {
+    let last = shape.len().checked_sub(1)?;
+    let steps = |d: usize| shape[d] > 1 && strides[d] != 0;
+    let along_last = match steps(last) {
+        true => strides[last].unsigned_abs(),
+        false => usize::MAX,
+    };
+    (0..last)
+        .filter(|&d| steps(d))
+        .min_by_key(|&d| strides[d].unsigned_abs())
+        .filter(|&d| strides[d].unsigned_abs() < along_last)
 }
 
 /// One copy's source: its shape, element strides, bytes and element size.
@@ -88,22 +113,6 @@ struct Source<'a> {
 }
 
 impl Source<'_> {
-    /// The dim before the last that the source steps least along, where it steps less
-    /// along it than along the last: the tiles' second side. `None` where the last dim is
-    /// the closest-packed one (rows are copied in order).
-    fn across(&self) -> Option<usize> {
-        let last = self.shape.len().checked_sub(1)?;
-        let steps = |d: usize| self.shape[d] > 1 && self.strides[d] != 0;
-        let along_last = match steps(last) {
-            true => self.strides[last].unsigned_abs(),
-            false => usize::MAX,
-        };
-        (0..last)
-            .filter(|&d| steps(d))
-            .min_by_key(|&d| self.strides[d].unsigned_abs())
-            .filter(|&d| self.strides[d].unsigned_abs() < along_last)
-    }
-
     /// Copies positions whose first coordinate is in `first` (all of them for rank 0)
     /// into `to`, their row-major bytes; `offset` is position 0's element in `from`.
     fn serial(&self, first: std::ops::Range<usize>, offset: isize, to: &mut [u8]) {
@@ -117,7 +126,7 @@ impl Source<'_> {
         shape[0] = first.len();
         let out_strides = row_major(&shape);
         let last = rank - 1;
-        let across = self.across();
+        let across = across(self.shape, self.strides);
         // Odometer over the dims that are neither the last nor `across`: one plane (a row,
         // or an `across` by last tiling) per step.
         let outer: Dims<usize> = (0..last).filter(|&d| Some(d) != across).collect();
@@ -320,5 +329,7 @@ mod tests {
         check(&[1100, 1030], &[1, 1100], 0, 4, 3);
         check(&[3, 700, 1030], &[700, 1, 2100], 0, 4, 3);
         check(&[2, 1500, 777], &[1500 * 777, 1, 1500], 0, 2, 3);
+        // Row-major, copied in chunks of bytes (a dim of one element with any stride).
+        check(&[1100, 1, 1030], &[1030, 7, 1], 5, 4, 3);
     }
 }
