@@ -10,7 +10,9 @@
 //!   `depth` slots the pass writes the loop counters into when it meets a bad index;
 //! - it returns [`STATUS_OK`] or [`STATUS_BAD_INDEX`].
 
-use scatterjit_ir::{Access, Coord, KernelKey, LoopNest, Operand, Plan, Reduction, Source};
+use scatterjit_ir::{
+    Access, Combine, Coord, KernelKey, LoopNest, Operand, Plan, Reduction, Source,
+};
 
 /// Every index was valid and the pass ran to the end.
 pub(crate) const STATUS_OK: i64 = 0;
@@ -43,6 +45,13 @@ pub enum Variant {
     /// memory. Picked where [`ParamLayout::reads_ahead`] finds such a line worth reading
     /// for the call's shapes and strides.
     Touched,
+    /// [`Variant::Contiguous`], for a pass that copies whole rows an index picks into a
+    /// destination it writes in order (Gather's rows): each row is copied by the host's
+    /// streaming helper, with non-temporal stores that write the destination's lines
+    /// without reading them first, and the rows picked are prefetched whatever the size of
+    /// the tensor they come from. Picked where [`ParamLayout::streams`] finds the rows and
+    /// the destination long enough (`jit::STREAM_FROM`), in this process only.
+    Streamed,
 }
 
 /// A set of accesses (bit `a`: access `a` in [`accesses`] order) whose stride along the
@@ -99,7 +108,7 @@ impl Variant {
     pub const ALL: [Variant; 2] = [Variant::Strided, Variant::Contiguous];
 
     /// How many distinct variants exist; [`Variant::slot`] numbers them `0..COUNT`.
-    pub(crate) const COUNT: usize = 2 + (1 << MAX_ACCESSES);
+    pub(crate) const COUNT: usize = 3 + (1 << MAX_ACCESSES);
 
     /// A dense number for this variant, below [`Variant::COUNT`].
     pub(crate) const fn slot(self) -> usize {
@@ -108,6 +117,7 @@ impl Variant {
             Variant::Contiguous => 1,
             Variant::Broadcast(still) => 1 + still.0 as usize,
             Variant::Touched => 1 + (1 << MAX_ACCESSES),
+            Variant::Streamed => 2 + (1 << MAX_ACCESSES),
         }
     }
 
@@ -118,6 +128,7 @@ impl Variant {
             0 => Variant::Strided,
             1 => Variant::Contiguous,
             s if s == Variant::Touched.slot() => Variant::Touched,
+            s if s == Variant::Streamed.slot() => Variant::Streamed,
             s => Variant::Broadcast(Still((s - 1) as u8)),
         }
     }
@@ -129,6 +140,7 @@ impl Variant {
             Variant::Strided => "strided".into(),
             Variant::Contiguous => "contiguous".into(),
             Variant::Touched => "touched".into(),
+            Variant::Streamed => "streamed".into(),
             Variant::Broadcast(still) => {
                 let mut name = String::from("broadcast");
                 for a in (0..MAX_ACCESSES).filter(|&a| still.contains(a)) {
@@ -243,6 +255,11 @@ pub(crate) struct ParamLayout {
     /// [`Variant::Touched`] reads ahead: moved by the index and still along the innermost
     /// loop, which the index walks (so rows pick element by element).
     pub read_ahead: u8,
+    /// The destination access of a pass that copies rows an index picks into a
+    /// destination it writes in order ([`Variant::Streamed`]'s passes): the pass assigns a
+    /// source read, the index stays put along the innermost loop, the source and the
+    /// destination walk it, and the index does not move the destination.
+    pub streams_into: Option<usize>,
 }
 
 /// The accesses of a pass in parameter-block order: index, source, dest, count.
@@ -308,6 +325,17 @@ impl ParamLayout {
             .enumerate()
             .filter(|(_, a)| index_walks && a.indexed_stride_at.is_some() && !walks_inner(a))
             .fold(0u8, |set, (a, _)| set | 1 << a);
+        let walks = |a: usize| accesses.get(a).is_some_and(walks_inner);
+        let copies = nest.combine == Combine::Assign
+            && matches!(nest.source, Some(Source::Read(_)))
+            && nest.dest.is_some()
+            && nest.index.is_some()
+            && !index_walks;
+        // In `accesses` order: index, source, destination.
+        let (source, dest) = (1, 2);
+        let streams_into =
+            (copies && walks(source) && walks(dest) && accesses[dest].indexed_stride_at.is_none())
+                .then_some(dest);
         ParamLayout {
             depth,
             domain: nest.domain,
@@ -318,7 +346,24 @@ impl ParamLayout {
             list_at: next + depth,
             len,
             read_ahead,
+            streams_into,
         }
+    }
+
+    /// Whether a contiguous call with these parameters (in loop order, the innermost loop
+    /// walking the innermost domain dim) streams its row copies ([`Variant::Streamed`]):
+    /// the pass copies rows into a destination it writes in order
+    /// ([`Self::streams_into`]), whose rows take at least `from.1` bytes, a multiple of 16
+    /// (the streaming helper's stores), and whose elements in all at least `from.0`
+    /// (`jit::stream_from`).
+    pub(crate) fn streams(&self, key: &KernelKey, params: &[i64], from: (u64, u64)) -> bool {
+        let (Some(dest), Some(inner)) = (self.streams_into, self.depth.checked_sub(1)) else {
+            return false;
+        };
+        let size = element_size(key, self.accesses[dest].operand) as u64;
+        let row = (params[inner] as u64).saturating_mul(size);
+        let all = self.domain_size(params).saturating_mul(size);
+        row >= from.1 && row % 16 == 0 && all >= from.0
     }
 
     /// Whether a contiguous call with these parameters (in loop order, the innermost loop

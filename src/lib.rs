@@ -40,8 +40,9 @@ pub use api::{explain, gather, gather_elements, run, scatter_, scatter_elements}
 pub use cache::{CacheStats, KernelCache};
 pub use error::{Buffer, Error, Result};
 pub use jit::Listing;
+pub use jit::STREAM_FROM;
 #[doc(hidden)]
-pub use jit::{live_code, set_prefetch_from, LiveCode};
+pub use jit::{live_code, set_prefetch_from, set_stream_from, LiveCode};
 pub use kernel::{
     set_engine_threads, set_parallel_grain, set_specialize_after, set_tile_picks, Geometry, Kernel,
     Prepared, SPECIALIZE_AFTER,

@@ -21,9 +21,12 @@ use crate::error::{Error, Result};
 
 mod f16_table;
 mod prefetch;
+mod stream;
 
 pub(crate) use prefetch::cache_resident;
 pub use prefetch::set_prefetch_from;
+pub(crate) use stream::stream_from;
+pub use stream::{set_stream_from, STREAM_FROM};
 
 /// A compiled pass: `extern "C" fn(operands, params) -> status` (see `crate::abi`).
 pub(crate) type PassFn = unsafe extern "C" fn(*const *mut u8, *mut i64) -> i64;
@@ -168,6 +171,7 @@ fn machine(isa: &dyn TargetIsa, config: TargetFrontendConfig) -> Machine {
         vectors,
         prefetch: None,
         f16_table: None,
+        stream: None,
     }
 }
 
@@ -184,8 +188,8 @@ pub(crate) fn pass_signature<M: Module>(module: &M) -> Signature {
 /// Where compiled code will run, which decides what it may call besides `memcpy`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum CodeHome {
-    /// In this process (the JIT): it may call the host's prefetch helper and read its f16
-    /// table.
+    /// In this process (the JIT): it may call the host's prefetch and streaming helpers
+    /// and read its f16 table.
     Process,
     /// In an object file linked elsewhere: it calls nothing of ours.
     Object,
@@ -241,6 +245,16 @@ pub(crate) fn define_pass<M: Module>(
         }
         _ => None,
     };
+    let stream = match home {
+        CodeHome::Process if variant == Variant::Streamed && stream::address().is_some() => {
+            let sig = codegen::stream_helper_signature(module.target_config());
+            let helper = module
+                .declare_function(stream::SYMBOL, Linkage::Import, &sig)
+                .map_err(declare_error)?;
+            Some(helper.as_u32())
+        }
+        _ => None,
+    };
     let f16_table = match home {
         CodeHome::Process if f16_table::serves(&key) => Some(
             module
@@ -261,6 +275,7 @@ pub(crate) fn define_pass<M: Module>(
             let mut machine = machine(module.isa(), module.target_config());
             machine.prefetch = prefetch;
             machine.f16_table = f16_table;
+            machine.stream = stream;
             codegen::build_pass(&mut b, &key, nest, variant, machine, listed);
             b.finalize(module.target_config());
         }
@@ -317,6 +332,9 @@ pub(crate) fn compile(
     if let Some(address) = prefetch::address() {
         builder.symbol(prefetch::SYMBOL, address);
         builder.symbol(prefetch::FROM_SYMBOL, prefetch::from_address());
+    }
+    if let Some(address) = stream::address() {
+        builder.symbol(stream::SYMBOL, address);
     }
     if f16_table::serves(&plan.key) {
         builder.symbol(f16_table::SYMBOL, f16_table::address());

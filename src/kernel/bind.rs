@@ -4,6 +4,7 @@
 use scatterjit_ir::{KernelKey, LoopNest, Operand, PassKind, OPERAND_SLOTS};
 
 use crate::abi::{self, ParamLayout, Still, Variant, MAX_ACCESSES, MAX_DEPTH};
+use crate::jit;
 use crate::tensor::RawOperand;
 
 /// The operands of one call, by [`Operand`] slot.
@@ -280,8 +281,8 @@ fn coalesce(dims: &mut [i64], strides: &mut [[i64; MAX_DEPTH]], order: &mut Orde
 }
 
 /// The variant whose condition the bound parameters meet (see [`Variant::Contiguous`],
-/// [`Variant::Broadcast`] and [`Variant::Touched`]): read from the strides, and for
-/// `Touched` also from the dims.
+/// [`Variant::Broadcast`], [`Variant::Touched`] and [`Variant::Streamed`]): read from the
+/// strides, and for `Touched` and `Streamed` also from the dims.
 pub(super) fn variant_of(
     layout: &ParamLayout,
     key: &KernelKey,
@@ -304,6 +305,7 @@ pub(super) fn variant_of(
     }
     match still {
         0 if layout.reads_ahead(key, params) => Variant::Touched,
+        0 if layout.streams(key, params, jit::stream_from()) => Variant::Streamed,
         0 => Variant::Contiguous,
         _ => Variant::Broadcast(Still(still)),
     }
@@ -344,8 +346,6 @@ mod tests {
     fn gather_variant(len: usize, picks: usize, data_strides: [isize; 2], dtype: DType) -> Variant {
         let rows = 2;
         let key = KernelKey::gather_elements(dtype, DType::I64, 2, 1).unwrap();
-        let plan = Plan::new(key);
-        let nest = plan.pass(PassKind::Apply).unwrap();
         let reach = (rows - 1) * data_strides[0].unsigned_abs()
             + (len - 1) * data_strides[1].unsigned_abs()
             + 1;
@@ -357,13 +357,27 @@ mod tests {
         let iv = TensorView::contiguous(DType::I64, &[rows, picks], &idx).unwrap();
         let mut ov =
             TensorViewMut::new(dtype, &[rows, picks], &[picks as isize, 1], 0, &mut out).unwrap();
+        let (layout, params, order) = bound_apply(key, &dv, &iv, &mut ov);
+        variant_of(&layout, &key, &params, &order)
+    }
+
+    /// The layout, parameters and loop order of `key`'s apply pass (a gather's) bound to
+    /// these views.
+    fn bound_apply(
+        key: KernelKey,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        out: &mut TensorViewMut<'_>,
+    ) -> (ParamLayout, Vec<i64>, Vec<usize>) {
+        let plan = Plan::new(key);
+        let nest = plan.pass(PassKind::Apply).unwrap();
         let ops = Operands::default()
-            .with(Operand::Data, dv.raw())
-            .with(Operand::Indices, iv.raw())
-            .with(Operand::Output, ov.raw());
+            .with(Operand::Data, data.raw())
+            .with(Operand::Indices, indices.raw())
+            .with(Operand::Output, out.raw());
         let layout = ParamLayout::of(nest);
         let (params, order) = bind(&key, nest, &layout, &ops, false);
-        variant_of(&layout, &key, &params, &order)
+        (layout, params, order.to_vec())
     }
 
     #[test]
@@ -399,6 +413,47 @@ mod tests {
             gather_variant(4096, 4096, [4096, -1], f32),
             Variant::Contiguous
         );
+    }
+
+    /// Whether a Gather along axis 0 of a `[4, len]` table, `picks` rows picked into an
+    /// output of stride `out_row` elements per row, streams its rows under thresholds
+    /// `from` (destination bytes, row bytes).
+    fn gather_streams(len: usize, picks: usize, out_row: usize, from: (u64, u64)) -> bool {
+        let dtype = DType::F32;
+        let key = KernelKey::gather(dtype, DType::I64, 2, 1, 0).unwrap();
+        let data = vec![0u8; 4 * 4 * len];
+        let idx = vec![0u8; 8 * picks];
+        let mut out = vec![0u8; 4 * picks * out_row];
+        let dv = TensorView::contiguous(dtype, &[4, len], &data).unwrap();
+        let iv = TensorView::contiguous(DType::I64, &[picks], &idx).unwrap();
+        let strides = [out_row as isize, 1];
+        let mut ov = TensorViewMut::new(dtype, &[picks, len], &strides, 0, &mut out).unwrap();
+        let (layout, params, order) = bound_apply(key, &dv, &iv, &mut ov);
+        order.iter().enumerate().all(|(n, &d)| n == d) && layout.streams(&key, &params, from)
+    }
+
+    #[test]
+    fn rows_stream_into_large_destinations_in_whole_chunks() {
+        // 64 rows of 256 bytes: 16 KiB in all.
+        assert!(gather_streams(64, 64, 64, (16 << 10, 256)));
+        assert!(!gather_streams(64, 64, 64, ((16 << 10) + 1, 256)));
+        assert!(!gather_streams(64, 64, 64, (0, 257)));
+        // Rows of 60 bytes are not whole 16-byte chunks; padded rows still are.
+        assert!(!gather_streams(15, 64, 15, (0, 0)));
+        assert!(gather_streams(16, 64, 20, (0, 0)));
+        // Only a copy whose destination the index does not move: not a scatter, not
+        // GatherElements, not the check pass.
+        let streams_into =
+            |key: KernelKey, pass| ParamLayout::of(Plan::new(key).pass(pass).unwrap()).streams_into;
+        let gather = KernelKey::gather(DType::F32, DType::I64, 2, 1, 0).unwrap();
+        assert_eq!(streams_into(gather, PassKind::Apply), Some(2));
+        assert_eq!(streams_into(gather, PassKind::Check), None);
+        let scatter =
+            KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::None, true)
+                .unwrap();
+        assert_eq!(streams_into(scatter, PassKind::Apply), None);
+        let elements = KernelKey::gather_elements(DType::F32, DType::I64, 2, 0).unwrap();
+        assert_eq!(streams_into(elements, PassKind::Apply), None);
     }
 
     #[test]

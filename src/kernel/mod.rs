@@ -144,19 +144,24 @@ impl Kernel {
         })
     }
 
-    /// Compiles every pass of `key` in the `Strided` and `Contiguous` variants, and in
-    /// `Touched` where the pass reads lines ahead, and returns their text: CLIF as built,
+    /// Compiles every pass of `key` in the `Strided` and `Contiguous` variants, in
+    /// `Touched` where the pass reads lines ahead and in `Streamed` where it streams its
+    /// row copies, and returns their text: CLIF as built,
     /// CLIF optimized, machine code.
     pub fn listings(key: KernelKey) -> Result<Vec<Listing>> {
         refuse_strings(&key)?;
         let plan = Plan::new(key);
         let mut out = Vec::new();
         for nest in &plan.passes {
-            // `Touched` where the pass has a line to read ahead (see `ParamLayout::read_ahead`).
-            let touched = ParamLayout::of(nest).read_ahead != 0;
+            // `Touched` where the pass has a line to read ahead (see `ParamLayout::read_ahead`),
+            // `Streamed` where it copies rows into a destination it writes in order.
+            let layout = ParamLayout::of(nest);
+            let touched = layout.read_ahead != 0;
+            let streamed = layout.streams_into.is_some();
             let variants = Variant::ALL
                 .into_iter()
-                .chain(touched.then_some(Variant::Touched));
+                .chain(touched.then_some(Variant::Touched))
+                .chain(streamed.then_some(Variant::Streamed));
             for variant in variants {
                 let (_, listing) = jit::compile(&plan, nest.pass, variant, false, true)?;
                 out.extend(listing);

@@ -479,7 +479,8 @@ pub(crate) fn hold_every_key() {
 /// per position before the axis, so that the 3-thread pool runs them in parallel, passes
 /// specializing from their first call, so that small problems run the specialized
 /// variants (the `Strided` code they would run first is [`unspecialized`]'s), rows
-/// prefetched whatever the size of the tensor they pick from, and element-wise picks
+/// prefetched whatever the size of the tensor they pick from, Gather's rows streamed
+/// whatever the size of the output and the rows, and element-wise picks
 /// along an outer dim run in tiles of a few elements whatever the size of the tensor
 /// they pick from.
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
@@ -492,6 +493,7 @@ pub fn pools() -> &'static [rayon::ThreadPool; 2] {
         scatterjit::set_engine_threads(1);
         scatterjit::set_specialize_after(0);
         scatterjit::set_prefetch_from(0);
+        scatterjit::set_stream_from(0);
         scatterjit::set_tile_picks(16);
         let pool = |n| {
             rayon::ThreadPoolBuilder::new()

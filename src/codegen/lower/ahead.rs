@@ -22,7 +22,7 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use scatterjit_ir::Source;
 
 use super::Lowering;
-use crate::abi::CACHE_LINE;
+use crate::abi::{Variant, CACHE_LINE};
 
 /// How many rows ahead to prefetch: far enough that the lines arrive before the row is
 /// combined, near enough that they are still in the first-level cache then. In standalone
@@ -156,6 +156,11 @@ impl Lowering<'_, '_> {
         bound: Value,
         thresholds: Value,
     ) -> Value {
+        // A streamed row's stores leave the caches alone, and its picks are worth the
+        // caches' time wherever they come from (see `jit::STREAM_FROM`).
+        if self.variant == Variant::Streamed {
+            return self.b.ins().iconst(types::I8, 1);
+        }
         let dest = self.nest.dest.as_ref().map(|d| self.access_of(d.operand));
         let slot = if dest == Some(a) {
             FROM_DEST
@@ -240,7 +245,8 @@ impl Lowering<'_, '_> {
         self.b.ins().brif(valid, call, &[], done, &[]);
 
         self.b.switch_to_block(call);
-        let helper = self.import_helper(imports.helper);
+        let signature = prefetch_helper_signature(self.machine.config);
+        let helper = self.import_helper(imports.helper, signature);
         let inner_dim = self.param(self.depth - 1);
         let most = self.b.ins().iconst(types::I64, MOST_BYTES);
         for (a, indexed) in self.prefetched(listed) {
@@ -274,12 +280,10 @@ impl Lowering<'_, '_> {
         self.in_bytes(elements, self.accesses[a].shift)
     }
 
-    /// Imports the helper, the module's function number `id`, into this function (only
-    /// functions that prefetch list it).
-    fn import_helper(&mut self, id: u32) -> FuncRef {
-        let signature = self
-            .b
-            .import_signature(prefetch_helper_signature(self.machine.config));
+    /// Imports a host helper, the module's function number `id` of `signature`, into this
+    /// function (only functions that call it list it).
+    pub(super) fn import_helper(&mut self, id: u32, signature: Signature) -> FuncRef {
+        let signature = self.b.import_signature(signature);
         // Namespace 0 holds a module's functions, as `Module::declare_func_in_func` names them.
         let name = self
             .b

@@ -14,8 +14,9 @@
 //! (`for j in 0..dim_0 { i_0 = list[j]; p_a = base_a + i_0 * stride_a[0]; ... }`), so that
 //! one thread can apply exactly the rows of its destination range (see `crate::engine`).
 //! No per-element calls or dispatch: every type and combine is fixed at build time; the
-//! only calls are `memcpy` for long row copies and the prefetch helper, once per row and
-//! prefetched access.
+//! only calls are `memcpy` for long row copies (the streaming helper instead in
+//! [`Variant::Streamed`], which fences before it returns) and the prefetch helper, once
+//! per row and prefetched access.
 //!
 //! [`loops`] emits the loops, [`row`] the contiguous variant's rows, [`vector`] their
 //! vector combines, [`ahead`] the prefetch of rows an index picks further on, [`body`] the
@@ -38,14 +39,15 @@ use cranelift_frontend::{FunctionBuilder, Variable};
 use scatterjit_ir::{Combine, Coord, DType, KernelKey, LoopNest, Operand};
 
 pub(crate) use ahead::{prefetch_helper_signature, FROM_DEST, FROM_SOURCE};
+pub(crate) use row::stream_helper_signature;
 
 use crate::abi::{self, ParamLayout, Variant, STATUS_BAD_INDEX, STATUS_OK};
 use crate::codegen::combine::{self, data_flags};
 
 /// What the lowering may emit on the machine it compiles for. Everything else it emits is
 /// target-neutral CLIF: integer and float scalars, loads and stores of the target's pointer
-/// type, calls to `memcpy`, and (in this process only) calls to the prefetch helper and
-/// loads from the f16 table.
+/// type, calls to `memcpy`, and (in this process only) calls to the prefetch and streaming
+/// helpers and loads from the f16 table.
 #[derive(Clone, Copy)]
 pub(crate) struct Machine {
     /// The target's pointer type and calling convention.
@@ -61,6 +63,10 @@ pub(crate) struct Machine {
     /// patterns), which scalar f16 elements are decoded through: in this process, for f16
     /// kernels; `None` elsewhere, where they are decoded arithmetically.
     pub(crate) f16_table: Option<u32>,
+    /// The number of the host's streaming row copy, `(dest: ptr, src: ptr, bytes: i64)`,
+    /// which [`Variant::Streamed`] code calls for its row copies: in this process, where the
+    /// host has one; `None` elsewhere, where rows are copied with `memcpy`.
+    pub(crate) stream: Option<u32>,
 }
 
 /// What the prefetching code imports from the module it is compiled into (see [`ahead`]).
@@ -214,16 +220,25 @@ pub(crate) fn build_pass(
     let Lowering { b, counters, .. } = lowering;
     b.ins().jump(done, &[]);
 
+    // Streamed stores are weakly ordered: fenced before the caller, or a thread that
+    // synchronizes with it, reads what they wrote.
+    let streams = machine.stream.is_some() && variant == Variant::Streamed;
     b.switch_to_block(bad);
     for (n, &counter) in counters.iter().enumerate() {
         let i = b.use_var(counter);
         b.ins()
             .store(meta, i, params, ((layout.err_at + n) * 8) as i32);
     }
+    if streams {
+        b.ins().fence();
+    }
     let status = b.ins().iconst(types::I64, STATUS_BAD_INDEX);
     b.ins().return_(&[status]);
 
     b.switch_to_block(done);
+    if streams {
+        b.ins().fence();
+    }
     let status = b.ins().iconst(types::I64, STATUS_OK);
     b.ins().return_(&[status]);
     b.seal_all_blocks();

@@ -3,12 +3,13 @@
 //! scalar), or element by element, unrolled for short bodies.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, InstBuilder, Value};
+use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature, Value};
+use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::Variable;
 use scatterjit_ir::{Combine, DType, DTypeClass, PassKind, Source};
 
 use super::Lowering;
-use crate::abi::CACHE_LINE;
+use crate::abi::{Variant, CACHE_LINE};
 use crate::codegen::combine::{self, data_flags, raw_type};
 use crate::codegen::half;
 
@@ -20,9 +21,19 @@ const MEMCPY_FROM: i64 = 128;
 /// loads overlap.
 const UNROLL: i64 = 4;
 
+/// The streaming row copy's signature (see [`Variant::Streamed`]): `(dest: ptr, src: ptr,
+/// bytes: i64)`, nothing returned.
+pub(crate) fn stream_helper_signature(config: TargetFrontendConfig) -> Signature {
+    let mut sig = Signature::new(config.default_call_conv);
+    sig.params.push(AbiParam::new(config.pointer_type()));
+    sig.params.push(AbiParam::new(config.pointer_type()));
+    sig.params.push(AbiParam::new(types::I64));
+    sig
+}
+
 impl Lowering<'_, '_> {
     /// The innermost loop of the contiguous variant (see
-    /// [`Variant::Contiguous`](crate::abi::Variant::Contiguous)).
+    /// [`Variant::Contiguous`]).
     pub(super) fn contiguous_inner(&mut self, ptrs: &[Value]) {
         let counter = self.b.declare_var(types::I64);
         self.counters.push(counter);
@@ -453,6 +464,17 @@ impl Lowering<'_, '_> {
     /// Gather of 100,000 u8 rows of 24 bytes: 60 instructions a row with a 16-byte loop and
     /// then moves of 8, 4, 2 and 1 bytes, 46 with these; callgrind, BENCHMARKS.md.)
     fn copy_row(&mut self, dest: Value, src: Value, bytes: Value) {
+        if let Some(id) = self
+            .machine
+            .stream
+            .filter(|_| self.variant == Variant::Streamed)
+        {
+            // Rows long enough that a call per row is nothing beside them (`bind` picks
+            // the variant for them; tests lower that to any row).
+            let helper = self.import_helper(id, stream_helper_signature(self.machine.config));
+            self.b.ins().call(helper, &[dest, src, bytes]);
+            return;
+        }
         let (long, short, exit) = (
             self.b.create_block(),
             self.b.create_block(),
