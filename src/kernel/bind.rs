@@ -5,7 +5,7 @@ use scatterjit_ir::{KernelKey, LoopNest, Operand, PassKind, OPERAND_SLOTS};
 
 use crate::abi::{self, ParamLayout, Still, Variant, MAX_ACCESSES, MAX_DEPTH};
 use crate::jit;
-use crate::tensor::RawOperand;
+use crate::tensor::{Address, RawOperand};
 
 /// The operands of one call, by [`Operand`] slot.
 #[derive(Default)]
@@ -17,6 +17,13 @@ impl<'a> Operands<'a> {
     pub(super) fn with(mut self, operand: Operand, raw: RawOperand<'a>) -> Self {
         self.slots[operand.slot()] = Some(raw);
         self
+    }
+
+    /// Whether the output is a new one that nothing has written yet
+    /// ([`Address::Unwritten`]).
+    pub(super) fn writes_unwritten(&self) -> bool {
+        self.slots[Operand::Output.slot()]
+            .is_some_and(|out| matches!(out.address, Address::Unwritten(_)))
     }
 
     pub(super) fn get(&self, operand: Operand) -> &RawOperand<'a> {
