@@ -376,9 +376,58 @@ fn advise_huge_pages(ptr: *mut u8, len: usize) {
 #[cfg(not(target_os = "linux"))]
 fn advise_huge_pages(_ptr: *mut u8, _len: usize) {}
 
+/// Whether the pages holding `addresses` are all mapped already (Linux's `mincore`): memory
+/// a caller allocated just before a call (a large `np.empty`, fresh pages from `mmap`) is
+/// not, and its first store to each page has the system fill it with zeros through the
+/// caches. `true` where the system does not say, and on other systems.
+#[cfg(target_os = "linux")]
+pub(crate) fn mapped(addresses: impl IntoIterator<Item = *const u8>) -> bool {
+    // SAFETY: `sysconf` reads a constant of the system.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        size if size > 0 => size as usize,
+        _ => return true,
+    };
+    addresses.into_iter().all(|at| {
+        let start = (at as usize) & !(page - 1);
+        let mut state = 0u8;
+        // SAFETY: `mincore` reads no memory of ours and writes one byte per page of the
+        // one page-aligned page asked, into `state`; a page that is not mapped at all is
+        // an error, not a fault.
+        let status = unsafe { libc::mincore(start as *mut libc::c_void, 1, &mut state) };
+        status != 0 || state & 1 == 1
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn mapped(_addresses: impl IntoIterator<Item = *const u8>) -> bool {
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn pages_are_mapped_once_written() {
+        let len = 4 << 20;
+        // SAFETY: a fresh private anonymous mapping, unmapped below; only its own pages are
+        // written and asked about.
+        unsafe {
+            let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+            let prot = libc::PROT_READ | libc::PROT_WRITE;
+            let start = libc::mmap(std::ptr::null_mut(), len, prot, flags, -1, 0).cast::<u8>();
+            assert_ne!(start.cast::<libc::c_void>(), libc::MAP_FAILED);
+            let middle = start.add(len / 2);
+            assert!(!mapped([middle.cast_const()]));
+            middle.write(1);
+            assert!(mapped([middle.cast_const()]));
+            // Another huge page, if the system backs the mapping with them.
+            assert!(!mapped([middle.cast_const(), start.cast_const()]));
+            libc::munmap(start.cast(), len);
+        }
+        assert!(mapped([]));
+    }
 
     #[test]
     fn kept_scratch_is_reused_within_its_bound_and_the_cap() {

@@ -4,8 +4,8 @@
 use scatterjit_ir::{KernelKey, LoopNest, Operand, PassKind, OPERAND_SLOTS};
 
 use crate::abi::{self, ParamLayout, Still, Variant, MAX_ACCESSES, MAX_DEPTH};
-use crate::jit;
 use crate::tensor::{Address, RawOperand};
+use crate::{alloc, jit};
 
 /// The operands of one call, by [`Operand`] slot.
 #[derive(Default)]
@@ -13,17 +13,38 @@ pub(super) struct Operands<'a> {
     pub(super) slots: [Option<RawOperand<'a>>; OPERAND_SLOTS],
 }
 
+/// How many pages of a caller's output [`Operands::writes_new_output`] asks about.
+const OUTPUT_PAGES_SAMPLED: usize = 8;
+
 impl<'a> Operands<'a> {
     pub(super) fn with(mut self, operand: Operand, raw: RawOperand<'a>) -> Self {
         self.slots[operand.slot()] = Some(raw);
         self
     }
 
-    /// Whether the output is a new one that nothing has written yet
-    /// ([`Address::Unwritten`]).
-    pub(super) fn writes_unwritten(&self) -> bool {
-        self.slots[Operand::Output.slot()]
-            .is_some_and(|out| matches!(out.address, Address::Unwritten(_)))
+    /// Whether the output is a new one: one that nothing has written yet
+    /// ([`Address::Unwritten`]), or a caller's whose memory is not mapped yet, as
+    /// [`OUTPUT_PAGES_SAMPLED`] pages spread along its first dim tell (`alloc::mapped`).
+    pub(super) fn writes_new_output(&self, element_size: usize) -> bool {
+        let Some(out) = self.slots[Operand::Output.slot()] else {
+            return false;
+        };
+        let at = match out.address {
+            Address::Unwritten(_) => return true,
+            Address::Write(at) => at.cast_const(),
+            Address::Read(at) => at,
+        };
+        let (Some(&rows), Some(&stride)) = (out.shape.first(), out.strides.first()) else {
+            return false;
+        };
+        let bytes = stride.wrapping_mul(element_size as isize);
+        let last = OUTPUT_PAGES_SAMPLED - 1;
+        let samples = (0..OUTPUT_PAGES_SAMPLED).map(|k| {
+            let row = rows.saturating_sub(1) as u128 * k as u128 / last as u128;
+            // A row of the view: inside the memory the output's view proved.
+            at.wrapping_offset((row as isize).wrapping_mul(bytes))
+        });
+        !alloc::mapped(samples)
     }
 
     pub(super) fn get(&self, operand: Operand) -> &RawOperand<'a> {

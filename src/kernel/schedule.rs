@@ -543,7 +543,11 @@ impl Kernel {
             // A new output's pages come through the caches as they are first mapped:
             // streamed rows measured 1.3-1.9x slower there (Gathers of 1 KiB rows into
             // 97 to 256 MB, one thread).
-            Variant::Streamed if ops.writes_unwritten() => Variant::Contiguous,
+            Variant::Streamed
+                if ops.writes_new_output(abi::element_size(&self.plan.key, Operand::Output)) =>
+            {
+                Variant::Contiguous
+            }
             variant => variant,
         };
         let entry = self.entry(
