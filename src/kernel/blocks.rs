@@ -316,7 +316,9 @@ impl Kernel {
         } else {
             size
         };
-        let steps = [data.offset() as isize, row_step, strides[axis]];
+        // A dim of one position takes no step, whatever stride its view keeps.
+        let axis_step = if shape[axis] > 1 { strides[axis] } else { 0 };
+        let steps = [data.offset() as isize, row_step, axis_step];
         let unit = UNITS
             .into_iter()
             .rev()
@@ -333,7 +335,7 @@ impl Kernel {
         let offsets: Vec<isize> = picks
             .iter()
             .flat_map(|&k| {
-                let pick = in_units(k as isize * strides[axis]);
+                let pick = in_units(k as isize * axis_step);
                 per_pick.iter().map(move |&at| pick + at)
             })
             .collect();
