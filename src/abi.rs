@@ -100,6 +100,15 @@ pub(crate) fn scratch_per_element(plan: &Plan) -> usize {
         .map_or(0, |acc| COUNT_SIZE + acc.size())
 }
 
+/// The sizes from which a call's row copies stream ([`Variant::Streamed`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamFrom {
+    /// The fewest bytes of the call's destination.
+    pub(crate) output: u64,
+    /// The fewest bytes of one of its rows.
+    pub(crate) row: u64,
+}
+
 /// The most accesses a pass has (index, source, dest, count).
 pub(crate) const MAX_ACCESSES: usize = 4;
 
@@ -353,17 +362,17 @@ impl ParamLayout {
     /// Whether a contiguous call with these parameters (in loop order, the innermost loop
     /// walking the innermost domain dim) streams its row copies ([`Variant::Streamed`]):
     /// the pass copies rows into a destination it writes in order
-    /// ([`Self::streams_into`]), whose rows take at least `from.1` bytes, a multiple of 16
-    /// (the streaming helper's stores), and whose elements in all at least `from.0`
-    /// (`jit::stream_from`).
-    pub(crate) fn streams(&self, key: &KernelKey, params: &[i64], from: (u64, u64)) -> bool {
+    /// ([`Self::streams_into`]), whose rows take at least `from.row` bytes, a multiple of
+    /// 16 (the streaming helper's stores), and whose elements in all at least
+    /// `from.output` (`jit::stream_from`).
+    pub(crate) fn streams(&self, key: &KernelKey, params: &[i64], from: StreamFrom) -> bool {
         let (Some(dest), Some(inner)) = (self.streams_into, self.depth.checked_sub(1)) else {
             return false;
         };
         let size = element_size(key, self.accesses[dest].operand) as u64;
         let row = (params[inner] as u64).saturating_mul(size);
         let all = self.domain_size(params).saturating_mul(size);
-        row >= from.1 && row % 16 == 0 && all >= from.0
+        row >= from.row && row % 16 == 0 && all >= from.output
     }
 
     /// Whether a contiguous call with these parameters (in loop order, the innermost loop

@@ -9,6 +9,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::abi::StreamFrom;
+
 /// The name JIT code imports the helper by.
 pub(crate) const SYMBOL: &str = "scatterjit_stream_row";
 
@@ -40,12 +42,18 @@ pub fn set_stream_from(bytes: u64) {
 
 /// The fewest bytes of a call's destination, and of its rows, from which its row copies
 /// stream (see [`set_stream_from`]); never, where this machine has no helper.
-pub(crate) fn stream_from() -> (u64, u64) {
+pub(crate) fn stream_from() -> StreamFrom {
     if address().is_none() {
-        return (u64::MAX, u64::MAX);
+        return StreamFrom {
+            output: u64::MAX,
+            row: u64::MAX,
+        };
     }
-    let bytes = STREAM_FROM_NOW.load(Ordering::Relaxed);
-    (bytes, STREAM_ROW_FROM.min(bytes))
+    let output = STREAM_FROM_NOW.load(Ordering::Relaxed);
+    StreamFrom {
+        output,
+        row: STREAM_ROW_FROM.min(output),
+    }
 }
 
 /// The helper's address on this machine, or `None` where this crate has no non-temporal

@@ -22,15 +22,14 @@ impl<'a> Operands<'a> {
         self
     }
 
-    /// Whether the output is a new one: one that nothing has written yet
-    /// ([`Address::Unwritten`]), or a caller's whose memory is not mapped yet, as
-    /// [`OUTPUT_PAGES_SAMPLED`] pages spread along its first dim tell (`alloc::mapped`).
+    /// Whether the output is new memory, not mapped yet, as [`OUTPUT_PAGES_SAMPLED`] pages
+    /// spread along its first dim tell (`alloc::mapped`): a large output that `Kernel::run`
+    /// allocated, or a caller's fresh `np.empty`, alike.
     pub(super) fn writes_new_output(&self, element_size: usize) -> bool {
         let Some(out) = self.slots[Operand::Output.slot()] else {
             return false;
         };
         let at = match out.address {
-            Address::Unwritten(_) => return true,
             Address::Write(at) => at.cast_const(),
             Address::Read(at) => at,
         };
@@ -444,9 +443,9 @@ mod tests {
     }
 
     /// Whether a Gather along axis 0 of a `[4, len]` table, `picks` rows picked into an
-    /// output of stride `out_row` elements per row, streams its rows under thresholds
-    /// `from` (destination bytes, row bytes).
-    fn gather_streams(len: usize, picks: usize, out_row: usize, from: (u64, u64)) -> bool {
+    /// output of stride `out_row` elements per row, streams its rows from `output` bytes
+    /// of destination and `row` bytes of a row.
+    fn gather_streams(len: usize, picks: usize, out_row: usize, (output, row): (u64, u64)) -> bool {
         let dtype = DType::F32;
         let key = KernelKey::gather(dtype, DType::I64, 2, 1, 0).unwrap();
         let data = vec![0u8; 4 * 4 * len];
@@ -457,6 +456,7 @@ mod tests {
         let strides = [out_row as isize, 1];
         let mut ov = TensorViewMut::new(dtype, &[picks, len], &strides, 0, &mut out).unwrap();
         let (layout, params, order) = bound_apply(key, &dv, &iv, &mut ov);
+        let from = abi::StreamFrom { output, row };
         order.iter().enumerate().all(|(n, &d)| n == d) && layout.streams(&key, &params, from)
     }
 

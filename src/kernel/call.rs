@@ -32,7 +32,7 @@ pub(super) fn pointers(ops: &Operands<'_>) -> [*mut u8; OPERAND_SLOTS] {
         if let Some(raw) = raw {
             pointers[slot] = match raw.address {
                 Address::Read(p) => p.cast_mut(),
-                Address::Write(p) | Address::Unwritten(p) => p,
+                Address::Write(p) => p,
             };
         }
     }
@@ -56,8 +56,8 @@ pub(super) fn enter(entry: PassFn, pointers: &[*mut u8; OPERAND_SLOTS], params: 
     // position of the accessed operand, and indexed coordinates are bounds-checked in the
     // code against `s`. Generated code stores only through the slots of a pass's
     // destination and count (`Output`, `Sums`, `Counts`: see `Plan::new`), which hold
-    // `Address::Write`s or `Unwritten`s from exclusive borrows (`TensorViewMut`s,
-    // `&mut [u8]`) or scratch buffers owned by this call; input slots (`Data`, `Indices`, `Updates`) come from
+    // `Address::Write`s from exclusive borrows (`TensorViewMut`s, `&mut [u8]`) or scratch
+    // buffers owned by this call; input slots (`Data`, `Indices`, `Updates`) come from
     // shared borrows and are only loaded from, so making them `*mut` for the ABI writes
     // nothing through a shared borrow. Writable operands alias no input
     // (`Kernel::check_disjoint`); concurrent chunks write disjoint elements (`split`, the

@@ -10,11 +10,6 @@ pub(crate) enum Address {
     Read(*const u8),
     /// An output or a call's scratch, from an exclusive borrow: passes store through it.
     Write(*mut u8),
-    /// A new output that nothing has written yet ([`Place::unwritten`]): passes store
-    /// through it, and its pages may be mapped only by their first store, which fills them
-    /// with the system's zeros through the caches, so streamed stores, which go around the
-    /// caches, gain nothing there (see `Variant::Streamed`).
-    Unwritten(*mut u8),
 }
 
 /// What a kernel call needs of one operand: address of position 0, shape, element strides.
@@ -35,8 +30,6 @@ pub(crate) struct RawOperand<'a> {
 pub(crate) struct Place<'a> {
     start: *mut u8,
     len: usize,
-    /// Made by [`Self::unwritten`] (and kept by its sub-places).
-    unwritten: bool,
     borrow: PhantomData<&'a mut [u8]>,
 }
 
@@ -52,7 +45,6 @@ impl<'a> From<&'a mut [u8]> for Place<'a> {
         Place {
             start: bytes.as_mut_ptr(),
             len: bytes.len(),
-            unwritten: false,
             borrow: PhantomData,
         }
     }
@@ -70,7 +62,6 @@ impl<'a> Place<'a> {
         Place {
             start,
             len,
-            unwritten: true,
             borrow: PhantomData,
         }
     }
@@ -85,16 +76,6 @@ impl<'a> Place<'a> {
         self.start
     }
 
-    /// The address of byte `at`, as kernels store through it: [`Address::Unwritten`] for a
-    /// place made by [`Self::unwritten`], else [`Address::Write`].
-    pub(crate) fn address_at(&mut self, at: usize) -> Address {
-        let p = self.start.wrapping_add(at);
-        match self.unwritten {
-            true => Address::Unwritten(p),
-            false => Address::Write(p),
-        }
-    }
-
     /// The addresses held.
     pub(crate) fn span(&self) -> Range<*const u8> {
         let start = self.start.cast_const();
@@ -106,7 +87,6 @@ impl<'a> Place<'a> {
         Place {
             start: self.start,
             len: self.len,
-            unwritten: self.unwritten,
             borrow: PhantomData,
         }
     }
@@ -120,7 +100,6 @@ impl<'a> Place<'a> {
             // In bounds: `range.start <= len`.
             start: self.start.wrapping_add(range.start),
             len: range.end - range.start,
-            unwritten: self.unwritten,
             borrow: PhantomData,
         })
     }
@@ -131,7 +110,6 @@ impl<'a> Place<'a> {
         let head = Place {
             start: self.start,
             len: mid,
-            unwritten: self.unwritten,
             borrow: PhantomData,
         };
         let tail = self.slice(mid..len)?;

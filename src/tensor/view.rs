@@ -366,9 +366,11 @@ impl<'a> TensorViewMut<'a> {
     /// Address of position 0 (for kernels, which only reach validated positions).
     pub(crate) fn raw(&mut self) -> RawOperand<'_> {
         RawOperand {
-            address: self
-                .bytes
-                .address_at(self.layout.offset * self.dtype().size()),
+            address: Address::Write(
+                self.bytes
+                    .as_mut_ptr()
+                    .wrapping_add(self.layout.offset * self.dtype().size()),
+            ),
             shape: &self.layout.shape,
             strides: &self.layout.strides,
         }
