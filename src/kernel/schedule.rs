@@ -467,11 +467,13 @@ impl Kernel {
     /// ms with one bucket, 13.9-15.8 without).
     pub(super) fn sorted(&self, data_shape: &[usize], indices: &TensorView<'_>) -> Option<Sorted> {
         /// A bucket reads its slices' updates with gaps between them, the wider the more
-        /// buckets there are; two per thread balance load for little extra CPU time
-        /// (`scatter_add_gnn_expanded_f32` at 2 threads, CPU time per call over one
-        /// thread's: about +31% with 1 bucket per thread, +37% with 2, +59% with 4, +76%
-        /// with 8).
-        const BUCKETS_PER_THREAD: usize = 2;
+        /// buckets there are. Buckets hold about as many slices each (see
+        /// `crate::engine::sort`), so one per thread balances the load (the expanded GNN
+        /// add at 2 threads, 2-vCPU Xeon, 2026-11-28, medians of 15 in three runs: 11.5-12.5
+        /// ms with one bucket per thread, 13.1-14.4 with two; one thread 16-18.8). Before
+        /// buckets were balanced, two per thread made up for power-of-two ranges of
+        /// unequal counts.
+        const BUCKETS_PER_THREAD: usize = 1;
         /// Slices at least this wide split well along their own loops.
         const WIDE_SLICE: usize = 16 << 10;
         let key = &self.plan.key;
