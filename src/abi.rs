@@ -284,6 +284,18 @@ pub(crate) fn accesses(nest: &LoopNest) -> impl Iterator<Item = &Access> {
         .chain(nest.count.iter())
 }
 
+/// Where a pass's read source and its destination sit in [`accesses`]' order, where it
+/// has them.
+fn source_and_dest(nest: &LoopNest) -> (Option<usize>, Option<usize>) {
+    let after_index = usize::from(nest.index.is_some());
+    let source = matches!(nest.source, Some(Source::Read(_))).then_some(after_index);
+    let dest = nest
+        .dest
+        .is_some()
+        .then_some(after_index + usize::from(source.is_some()));
+    (source, dest)
+}
+
 /// The most slots a parameter block has: dims, strides and indexed strides of every
 /// access, the bound, the error slots and the row list, at the deepest domain.
 pub(crate) const MAX_PARAMS: usize = MAX_DEPTH + MAX_ACCESSES * (MAX_DEPTH + 1) + 1 + MAX_DEPTH + 1;
@@ -335,16 +347,19 @@ impl ParamLayout {
             .filter(|(_, a)| index_walks && a.indexed_stride_at.is_some() && !walks_inner(a))
             .fold(0u8, |set, (a, _)| set | 1 << a);
         let walks = |a: usize| accesses.get(a).is_some_and(walks_inner);
-        let copies = nest.combine == Combine::Assign
-            && matches!(nest.source, Some(Source::Read(_)))
-            && nest.dest.is_some()
-            && nest.index.is_some()
-            && !index_walks;
-        // In `accesses` order: index, source, destination.
-        let (source, dest) = (1, 2);
-        let streams_into =
-            (copies && walks(source) && walks(dest) && accesses[dest].indexed_stride_at.is_none())
-                .then_some(dest);
+        let streams_into = match source_and_dest(nest) {
+            (Some(source), Some(dest))
+                if nest.combine == Combine::Assign
+                    && nest.index.is_some()
+                    && !index_walks
+                    && walks(source)
+                    && walks(dest)
+                    && accesses[dest].indexed_stride_at.is_none() =>
+            {
+                Some(dest)
+            }
+            _ => None,
+        };
         ParamLayout {
             depth,
             domain: nest.domain,
@@ -427,6 +442,30 @@ mod tests {
     fn every_slot_names_its_variant() {
         for slot in 0..Variant::COUNT {
             assert_eq!(Variant::from_slot(slot).slot(), slot);
+        }
+    }
+
+    #[test]
+    fn source_and_dest_name_their_accesses() {
+        let keys = [
+            KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Mean, false),
+            KernelKey::scatter_elements(DType::I8, DType::U8, 3, 1, Reduction::None, true),
+            KernelKey::gather(DType::F32, DType::I64, 2, 1, 0),
+            KernelKey::gather(DType::F64, DType::I32, 3, 2, 1),
+            KernelKey::gather_elements(DType::U16, DType::I32, 2, 1),
+        ];
+        for key in keys {
+            let plan = Plan::new(key.unwrap());
+            for nest in &plan.passes {
+                let (source, dest) = source_and_dest(nest);
+                let at = |n: Option<usize>| n.and_then(|n| accesses(nest).nth(n));
+                let read = match &nest.source {
+                    Some(Source::Read(a)) => Some(a),
+                    _ => None,
+                };
+                assert_eq!(at(source), read, "{:?}", nest.pass);
+                assert_eq!(at(dest), nest.dest.as_ref(), "{:?}", nest.pass);
+            }
         }
     }
 
