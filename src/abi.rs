@@ -286,7 +286,7 @@ pub(crate) fn accesses(nest: &LoopNest) -> impl Iterator<Item = &Access> {
 
 /// Where a pass's read source and its destination sit in [`accesses`]' order, where it
 /// has them.
-fn source_and_dest(nest: &LoopNest) -> (Option<usize>, Option<usize>) {
+pub(crate) fn source_and_dest(nest: &LoopNest) -> (Option<usize>, Option<usize>) {
     let after_index = usize::from(nest.index.is_some());
     let source = matches!(nest.source, Some(Source::Read(_))).then_some(after_index);
     let dest = nest

@@ -97,8 +97,9 @@ impl Call {
             let mut first = 0i64;
             if let Some((split, c)) = chunk {
                 let dim = params[split.level];
-                first = split.start(dim, c);
-                params[split.level] = split.start(dim, c + 1) - first;
+                let phase = split.phase(&pointers);
+                first = split.start(dim, c, phase);
+                params[split.level] = split.start(dim, c + 1, phase) - first;
                 for &(slot, step) in &split.steps {
                     // wrapping_offset: a zero-size operand has a dangling base; nothing is
                     // dereferenced unless the chunk visits an element, which is in bounds.
