@@ -172,23 +172,26 @@ pub(crate) fn sort<'a>(
         );
         Some(counts.to_vec())
     };
-    let counts: Vec<Vec<usize>> = match available > 1 {
+    let counts: Option<Vec<Vec<usize>>> = match available > 1 {
         true => keys
             .par_chunks_mut(chunk_len * KEY)
             .enumerate()
             .map(count)
-            .collect::<Option<_>>()?,
+            .collect(),
         false => keys
             .chunks_mut(chunk_len * KEY)
             .enumerate()
             .map(count)
-            .collect::<Option<_>>()?,
+            .collect(),
     };
+    // From here on the keys go back to the pool with `sorted`, declined or not.
+    let mut sorted = Sorted {
+        keys,
+        buckets: None,
+    };
+    let counts = counts?;
     if target.is_none() {
-        return Some(Sorted {
-            keys,
-            buckets: None,
-        });
+        return Some(sorted);
     }
 
     // Each range's bucket, and each chunk's slices per bucket.
@@ -212,20 +215,25 @@ pub(crate) fn sort<'a>(
     let mut runs: Vec<Vec<&mut [u8]>> = (0..counts.len())
         .map(|_| Vec::with_capacity(buckets))
         .collect();
+    // Bucket `b` starts where the runs cut so far end.
+    let mut starts = Vec::with_capacity(buckets + 1);
     let mut rest = rows.as_mut_slice();
     for b in 0..buckets {
+        starts.push(slices - rest.len() / ROW);
         for (c, chunk) in counts.iter().enumerate() {
             let (run, after) = std::mem::take(&mut rest).split_at_mut(chunk[b] * ROW);
             runs[c].push(run);
             rest = after;
         }
     }
+    starts.push(slices);
+    let keys = &sorted.keys;
     let place = |(c, runs): (usize, &mut Vec<&mut [u8]>)| {
         let mut padded = padded_counters(buckets);
         let filled = &mut padded[PAD..][..buckets];
         let first = c * chunk_len;
         for e in first..(first + chunk_len).min(slices) {
-            let b = bucket_of[key_at(&keys, e) as usize >> shift];
+            let b = bucket_of[key_at(keys, e) as usize >> shift];
             runs[b][filled[b] * ROW..][..ROW].copy_from_slice(&(e as i64).to_ne_bytes());
             filled[b] += 1;
         }
@@ -234,11 +242,8 @@ pub(crate) fn sort<'a>(
         true => runs.par_iter_mut().enumerate().for_each(place),
         false => runs.iter_mut().enumerate().for_each(place),
     }
-    let starts = bucket_starts(&counts, buckets);
-    Some(Sorted {
-        keys,
-        buckets: Some(Buckets { rows, starts }),
-    })
+    sorted.buckets = Some(Buckets { rows, starts });
+    Some(sorted)
 }
 
 /// Ranges counted per bucket wanted: a bucket's share of the slices is then off by about
@@ -280,18 +285,6 @@ fn padded_counters(len: usize) -> Vec<usize> {
 /// Counters in two cache lines of 64 bytes, the padding on each side of
 /// [`padded_counters`].
 const PAD: usize = 128 / std::mem::size_of::<usize>();
-
-/// Where each bucket starts in the list, from the chunks' counts per bucket, and the end.
-fn bucket_starts(counts: &[Vec<usize>], buckets: usize) -> Vec<usize> {
-    let mut starts = Vec::with_capacity(buckets + 1);
-    let mut at = 0;
-    for b in 0..buckets {
-        starts.push(at);
-        at += counts.iter().map(|chunk| chunk[b]).sum::<usize>();
-    }
-    starts.push(at);
-    starts
-}
 
 /// Whether `indices` is the same across each slice by its layout alone: stride 0 (or one
 /// position) along every dim but `axis`, as a broadcast or expanded view is.
