@@ -435,46 +435,34 @@ proptest! {
 
     #[test]
     fn prepared_calls_agree_with_run_into(case in case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        check(&case).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn repeated_calls_agree_with_the_interpreter(case in case()) {
-        if let Err(message) = check_repeated(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        check_repeated(&case).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn prepared_wide_gathers_agree_with_run_into(case in wide_gather_case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        check(&case).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn prepared_rows_reading_lines_ahead_agree_with_run_into(case in picked_lines_case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        check(&case).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn repeated_rows_reading_lines_ahead_agree_with_the_interpreter(
         case in picked_lines_case(),
     ) {
-        if let Err(message) = check_repeated(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        check_repeated(&case).map_err(TestCaseError::fail)?;
     }
 
     #[test]
     fn prepared_engine_calls_agree_with_run_into(case in engine_case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        check(&case).map_err(TestCaseError::fail)?;
     }
 }
 

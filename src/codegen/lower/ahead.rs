@@ -105,7 +105,10 @@ impl Lowering<'_, '_> {
     pub(super) fn prefetch_limit(&mut self, n: usize, listed: bool) -> Option<Value> {
         let imports = self.machine.prefetch.filter(|_| self.prefetches())?;
         let count = self.param(n);
-        let thresholds = super::symbol_address(self.b, self.ptr, imports.from_bytes);
+        // A streamed row's stores leave the caches alone, and its picks are worth the
+        // caches' time wherever they come from (see `jit::STREAM_FROM`): no thresholds.
+        let thresholds = (self.variant != Variant::Streamed)
+            .then(|| super::symbol_address(self.b, self.ptr, imports.from_bytes));
         let bound = self.param(self.bound_at());
         let inner_dim = self.param(self.depth - 1);
         let mut worth = None;
@@ -142,7 +145,8 @@ impl Lowering<'_, '_> {
     /// Whether the picks of indexed access `a` miss the caches, for the loop `n` just
     /// outside the row, which makes `count` picks among `bound` rows: the access's extent
     /// along the indexed dim reaches its threshold at `thresholds` (the host's settings,
-    /// see `jit::set_prefetch_from`: the destination's or the sources'), or its whole span
+    /// see `jit::set_prefetch_from`: the destination's or the sources'; always, where
+    /// there are none to consult), or its whole span
     /// over the loops outside `n` does and `count` is at most `bound`. In the second case
     /// the picks of each outer step fall on rows that it picks about once and that an
     /// earlier step or call has not left in the cache (Gather along axis 1 of [64, 2048,
@@ -154,13 +158,11 @@ impl Lowering<'_, '_> {
         n: usize,
         count: Value,
         bound: Value,
-        thresholds: Value,
+        thresholds: Option<Value>,
     ) -> Value {
-        // A streamed row's stores leave the caches alone, and its picks are worth the
-        // caches' time wherever they come from (see `jit::STREAM_FROM`).
-        if self.variant == Variant::Streamed {
+        let Some(thresholds) = thresholds else {
             return self.b.ins().iconst(types::I8, 1);
-        }
+        };
         let dest = self.nest.dest.as_ref().map(|d| self.access_of(d.operand));
         let slot = if dest == Some(a) {
             FROM_DEST
