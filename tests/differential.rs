@@ -334,6 +334,18 @@ pub fn lay_out(t: &Tensor, layout: Layout, axis: usize, rng_seed: u64) -> Stride
     Strided::place(t, strides, offset, total)
 }
 
+/// [`check`] as a property: a disagreement fails the case with its description.
+fn agrees(case: &Case) -> Result<(), TestCaseError> {
+    check(case).map_err(TestCaseError::fail)
+}
+
+/// [`check`] in a plain test: a disagreement panics with `what` and its description.
+fn assert_agrees(case: &Case, what: std::fmt::Arguments<'_>) {
+    if let Err(message) = check(case) {
+        panic!("{what}: {message}");
+    }
+}
+
 /// Runs one case on every engine and path; `Err` describes the first disagreement.
 pub fn check(case: &Case) -> Result<(), String> {
     if case.dtype == DType::String {
@@ -906,30 +918,22 @@ proptest! {
 
     #[test]
     fn jit_agrees_with_interpreter(case in case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        agrees(&case)?;
     }
 
     #[test]
     fn wide_gathers_agree_with_interpreter(case in wide_gather_case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        agrees(&case)?;
     }
 
     #[test]
     fn rows_picking_in_read_lines_agree_with_interpreter(case in picked_lines_case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        agrees(&case)?;
     }
 
     #[test]
     fn parallel_engine_agrees_with_interpreter(case in engine_case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        agrees(&case)?;
     }
 }
 
@@ -940,34 +944,26 @@ proptest! {
     /// `use_init_val`s meet every layout often.
     #[test]
     fn mean_agrees_with_interpreter(case in mean_case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        agrees(&case)?;
     }
 
     /// One count per destination row (see [`row_mean_case`]).
     #[test]
     fn mean_of_whole_rows_agrees_with_interpreter(case in row_mean_case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        agrees(&case)?;
     }
 
     /// f16 and bf16 rows combined in f32 vector lanes (see [`half_rows_case`]).
     #[test]
     fn half_float_rows_agree_with_interpreter(case in half_rows_case()) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        agrees(&case)?;
     }
 
     #[test]
     fn mean_on_the_parallel_engine_agrees_with_interpreter(
         case in engine_case_of(prop::sample::select(mean_dtypes()), Just(Reduction::Mean)),
     ) {
-        if let Err(message) = check(&case) {
-            prop_assert!(false, "{}", message);
-        }
+        agrees(&case)?;
     }
 }
 
@@ -1021,9 +1017,7 @@ fn column_major_updates_under_a_long_index_agree_with_interpreter() {
                     bad,
                 );
                 case.layouts = [Layout::Contiguous, Layout::Contiguous, Layout::ColumnMajor];
-                if let Err(message) = check(&case) {
-                    panic!("{dtype} {reduction:?} {bad:?}: {message}");
-                }
+                assert_agrees(&case, format_args!("{dtype} {reduction:?} {bad:?}"));
             }
         }
     }
@@ -1049,9 +1043,7 @@ fn new_outputs_from_large_transposed_data_agree_with_interpreter() {
                     bad,
                 );
                 case.layouts = [Layout::ColumnMajor, Layout::Contiguous, Layout::Contiguous];
-                if let Err(message) = check(&case) {
-                    panic!("{dtype} {reduction:?} {bad:?}: {message}");
-                }
+                assert_agrees(&case, format_args!("{dtype} {reduction:?} {bad:?}"));
             }
         }
     }
@@ -1074,9 +1066,7 @@ fn rows_of_every_short_length_are_copied_whole() {
             true,
             None,
         );
-        if let Err(message) = check(&case) {
-            panic!("rows of {bytes} bytes: {message}");
-        }
+        assert_agrees(&case, format_args!("rows of {bytes} bytes"));
     }
 }
 
@@ -1278,9 +1268,7 @@ fn named_edge_cases() {
                     use_init_val,
                     None,
                 );
-                if let Err(m) = check(&case) {
-                    panic!("{case:?}\n{m}");
-                }
+                assert_agrees(&case, format_args!("{case:?}"));
             }
         }
     }
@@ -1313,7 +1301,63 @@ fn integer_reductions_into_partial_outputs_check_as_they_read() {
                             use_init_val,
                             bad,
                         );
-                        if let Err(message) = check(&case) {
+                        assert_agrees(&case, format_args!("{case:?}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Scatters into a destination small beside their indices (histograms), which apply into a
+/// row-major copy of it and check each index as they read it (no check pass): float sums,
+/// `none` and the other reductions, into a row-major output and in place, on 1 and 3
+/// threads, with and without a bad index at the start, the middle and the end. The first
+/// bad index in row-major order is the error, and the output is left as it was.
+#[test]
+fn small_destinations_apply_into_a_copy_and_agree_with_interpreter() {
+    let pairs = [
+        (DType::F32, DType::I64),
+        (DType::F64, DType::I32),
+        (DType::F16, DType::I64),
+        (DType::I32, DType::I64),
+        (DType::U8, DType::U16),
+    ];
+    let shapes: [(&[usize], &[usize], i64); 3] = [
+        (&[16], &[400], 0),
+        (&[2, 8], &[2, 200], 1),
+        (&[1, 16], &[1, 400], -1),
+    ];
+    for (dtype, index_dtype) in pairs {
+        for &reduction in Reduction::ALL.iter().filter(|r| r.supports(dtype)) {
+            for bad in bad_at_the_ends_and_middle(400) {
+                for (data, indices, axis) in shapes {
+                    let case = named(
+                        OpKind::ScatterElements,
+                        dtype,
+                        index_dtype,
+                        data,
+                        indices,
+                        axis,
+                        reduction,
+                        true,
+                        bad,
+                    );
+                    let (data, indices, updates) = case.tensors();
+                    let updates = updates.expect("a scatter has updates");
+                    let row_major = |t: &Tensor| lay_out(t, Layout::Contiguous, 0, 0);
+                    for pool in pools() {
+                        let agreed = pool.install(|| {
+                            agree(
+                                &case.op(),
+                                &TensorView::from(&data),
+                                &TensorView::from(&indices),
+                                Some(&TensorView::from(&updates)),
+                                row_major,
+                                row_major,
+                            )
+                        });
+                        if let Err(message) = agreed {
                             panic!("{case:?}: {message}");
                         }
                     }
@@ -1355,9 +1399,7 @@ fn gather_elements_over_long_axes_agrees_with_interpreter() {
                     true,
                     bad,
                 );
-                if let Err(message) = check(&case) {
-                    panic!("{case:?}: {message}");
-                }
+                assert_agrees(&case, format_args!("{case:?}"));
             }
         }
     }
@@ -1389,9 +1431,7 @@ fn gather_with_and_without_a_compact_copy_agrees_with_interpreter() {
                     true,
                     bad,
                 );
-                if let Err(message) = check(&case) {
-                    panic!("{case:?}: {message}");
-                }
+                assert_agrees(&case, format_args!("{case:?}"));
             }
         }
     }
@@ -1491,9 +1531,7 @@ fn gather_elements_compacts_to_the_width_of_each_call() {
             true,
             None,
         );
-        if let Err(message) = check(&case) {
-            panic!("{case:?}: {message}");
-        }
+        assert_agrees(&case, format_args!("{case:?}"));
     }
 }
 

@@ -9,10 +9,16 @@ use super::bind::Operands;
 use super::mean::Counts;
 use super::report::Stop;
 use super::Kernel;
+use crate::alloc;
 use crate::check;
 use crate::error::Result;
 use crate::partials;
-use crate::tensor::{Address, RawOperand, TensorView, TensorViewMut};
+use crate::tensor::{row_major, Address, RawOperand, TensorView, TensorViewMut};
+
+/// [`Kernel::apply_into_copy`] takes destinations of at most this fraction of the
+/// indices' bytes: the copy in and out costs four passes over the destination (in the
+/// caches, where it is this small), against a second pass over the indices.
+const COPY_UP_TO: usize = 8;
 
 impl Kernel {
     /// Runs the plan's passes into `out`, reading `data` (`None` in place: `out` holds
@@ -90,6 +96,9 @@ impl Kernel {
                     return Ok(());
                 }
             }
+            if let Some(done) = self.apply_into_copy(out, data, indices, updates) {
+                return done.map_err(|stop| bad(PassKind::Apply, stop));
+            }
         }
         let mut scratch = None;
         // Scatter indices the check copied to a narrower type, for the apply pass.
@@ -166,6 +175,62 @@ impl Kernel {
             partials::keep(partial_outputs);
         }
         Ok(())
+    }
+
+    /// A scatter whose destination is small beside its indices (a histogram) runs its
+    /// apply pass into a row-major copy of the destination, checking each index as it
+    /// reads it, and copies the result out only once every index has passed: the indices
+    /// are read once, where the check before the first write would read them (or their
+    /// compacted copy) a second time. Any reduction and dtype, float sums included: the
+    /// copy sees the same updates in the same order as the output would, so the bits are
+    /// the same. `None`, having done nothing, where it does not apply: a destination that
+    /// is not row-major, larger than an eighth of the indices' bytes, or whose copy the
+    /// allocator refuses; `mean`. On a bad index the output is untouched.
+    fn apply_into_copy(
+        &self,
+        out: &mut TensorViewMut<'_>,
+        data: Option<&TensorView<'_>>,
+        indices: &TensorView<'_>,
+        updates: &TensorView<'_>,
+    ) -> Option<std::result::Result<(), Stop>> {
+        let key = self.plan.key;
+        let only_apply = self.plan.passes.iter().all(|nest| {
+            matches!(
+                nest.pass,
+                PassKind::Check | PassKind::Copy | PassKind::Apply
+            )
+        });
+        let index_bytes = indices.dense_bytes()?.len();
+        let dest = out.dense_bytes_mut()?;
+        let len = dest.len();
+        if !only_apply || self.plan.mean_accumulator().is_some() || len > index_bytes / COPY_UP_TO {
+            return None;
+        }
+        // The copy only saves time: refused, the call checks first.
+        let mut copy = alloc::reused(key.kind(), len).ok()?;
+        match data {
+            Some(data) => data.copy_row_major(&mut copy),
+            None => copy.copy_from_slice(dest),
+        }
+        let shape = out.shape().to_vec();
+        let status = match TensorViewMut::new(key.dtype(), &shape, &row_major(&shape), 0, &mut copy)
+        {
+            Ok(mut view) => {
+                let ops = Operands::default()
+                    .with(Operand::Indices, indices.raw())
+                    .with(Operand::Updates, updates.raw())
+                    .with(Operand::Output, view.raw());
+                self.run_pass(PassKind::Apply, &ops)
+            }
+            Err(e) => Err(Stop::Failed(e.into())),
+        };
+        if status.is_ok() {
+            out.dense_bytes_mut()
+                .expect("row-major, as above")
+                .copy_from_slice(&copy);
+        }
+        alloc::keep(copy);
+        Some(status)
     }
 
     /// The apply pass of a Gather or GatherElements kernel (this one, or a sibling that
