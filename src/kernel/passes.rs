@@ -11,11 +11,11 @@ use super::report::Stop;
 use super::Kernel;
 use crate::alloc;
 use crate::check;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::partials;
 use crate::tensor::{row_major, Address, RawOperand, TensorView, TensorViewMut};
 
-/// [`Kernel::apply_into_copy`] takes destinations of at most this fraction of the
+/// [`Kernel::execute_into_copy`] takes destinations of at most this fraction of the
 /// indices' bytes: the copy in and out costs four passes over the destination (in the
 /// caches, where it is this small), against a second pass over the indices.
 const COPY_UP_TO: usize = 8;
@@ -54,6 +54,33 @@ impl Kernel {
         let check =
             (check_first || (apply.domain == Operand::Output && out_empty)) && sorted.is_none();
         let bad = |pass, stop: Stop| self.bad_index(pass, stop, &data_shape, indices);
+        // A scatter that can check its indices as it reads them, into scratch, writes the
+        // output (copied, folded into) only once every index has passed: an integer
+        // reduction that splits into partial outputs, else one whose destination is small
+        // enough to copy.
+        if let Some(updates) = updates.filter(|_| check) {
+            if self.plan.pass(PassKind::Init).is_none() {
+                let ops = Operands::default()
+                    .with(Operand::Indices, indices.raw())
+                    .with(Operand::Updates, updates.raw())
+                    .with(Operand::Output, out.raw());
+                match self.apply_into_partials(&ops) {
+                    None => {}
+                    Some(Err(stop)) => return Err(bad(PassKind::Apply, stop)),
+                    Some(Ok(partial_outputs)) => {
+                        if let Some(data) = data {
+                            self.copy(out, data)?;
+                        }
+                        fold_into(out, &partial_outputs, key);
+                        partials::keep(partial_outputs);
+                        return Ok(());
+                    }
+                }
+            }
+            if let Some(done) = self.execute_into_copy(out, data, indices, updates) {
+                return done;
+            }
+        }
         // A sorted call's passes read its u32 keys, one per slice, through the kernel keyed
         // on them.
         let keys = match &sorted {
@@ -75,31 +102,6 @@ impl Kernel {
             }
             _ => Counts::PerElement,
         };
-        // An integer reduction that splits into partial outputs checks its indices as it
-        // reads them, into scratch; the output is written (copied, folded into) only once
-        // every index has passed.
-        let fused_check = check && sorted.is_none() && self.plan.pass(PassKind::Init).is_none();
-        if let Some(updates) = updates.filter(|_| fused_check) {
-            let ops = Operands::default()
-                .with(Operand::Indices, indices.raw())
-                .with(Operand::Updates, updates.raw())
-                .with(Operand::Output, out.raw());
-            match self.apply_into_partials(&ops) {
-                None => {}
-                Some(Err(stop)) => return Err(bad(PassKind::Apply, stop)),
-                Some(Ok(partial_outputs)) => {
-                    if let Some(data) = data {
-                        self.copy(out, data)?;
-                    }
-                    fold_into(out, &partial_outputs, key);
-                    partials::keep(partial_outputs);
-                    return Ok(());
-                }
-            }
-            if let Some(done) = self.apply_into_copy(out, data, indices, updates) {
-                return done.map_err(|stop| bad(PassKind::Apply, stop));
-            }
-        }
         let mut scratch = None;
         // Scatter indices the check copied to a narrower type, for the apply pass.
         let mut compacted = None;
@@ -177,33 +179,28 @@ impl Kernel {
         Ok(())
     }
 
-    /// A scatter whose destination is small beside its indices (a histogram) runs its
-    /// apply pass into a row-major copy of the destination, checking each index as it
-    /// reads it, and copies the result out only once every index has passed: the indices
-    /// are read once, where the check before the first write would read them (or their
-    /// compacted copy) a second time. Any reduction and dtype, float sums included: the
-    /// copy sees the same updates in the same order as the output would, so the bits are
-    /// the same. `None`, having done nothing, where it does not apply: a destination that
-    /// is not row-major, larger than an eighth of the indices' bytes, or whose copy the
-    /// allocator refuses; `mean`. On a bad index the output is untouched.
-    fn apply_into_copy(
+    /// A scatter whose destination is small beside its indices (a histogram) runs into a
+    /// row-major copy of the destination, its passes checking each index as they read it
+    /// (as `Kernel::run`'s do), and the copy is written out only once every index has
+    /// passed: the indices are read once, where the check before the first write would
+    /// read them (or their compacted copy) a second time. Any reduction and dtype, float
+    /// sums and `mean` included: the copy sees the same updates in the same order as the
+    /// output would, so the bits are the same. `None`, having done nothing, where it does
+    /// not apply: indices or a destination that are not row-major, a destination larger
+    /// than [`COPY_UP_TO`]'s share of the indices' bytes, or whose copy the allocator
+    /// refuses. On a bad index the output is untouched.
+    fn execute_into_copy(
         &self,
         out: &mut TensorViewMut<'_>,
         data: Option<&TensorView<'_>>,
         indices: &TensorView<'_>,
         updates: &TensorView<'_>,
-    ) -> Option<std::result::Result<(), Stop>> {
+    ) -> Option<Result<()>> {
         let key = self.plan.key;
-        let only_apply = self.plan.passes.iter().all(|nest| {
-            matches!(
-                nest.pass,
-                PassKind::Check | PassKind::Copy | PassKind::Apply
-            )
-        });
         let index_bytes = indices.dense_bytes()?.len();
         let dest = out.dense_bytes_mut()?;
         let len = dest.len();
-        if !only_apply || self.plan.mean_accumulator().is_some() || len > index_bytes / COPY_UP_TO {
+        if len > index_bytes / COPY_UP_TO {
             return None;
         }
         // The copy only saves time: refused, the call checks first.
@@ -213,24 +210,16 @@ impl Kernel {
             None => copy.copy_from_slice(dest),
         }
         let shape = out.shape().to_vec();
-        let status = match TensorViewMut::new(key.dtype(), &shape, &row_major(&shape), 0, &mut copy)
-        {
-            Ok(mut view) => {
-                let ops = Operands::default()
-                    .with(Operand::Indices, indices.raw())
-                    .with(Operand::Updates, updates.raw())
-                    .with(Operand::Output, view.raw());
-                self.run_pass(PassKind::Apply, &ops)
-            }
-            Err(e) => Err(Stop::Failed(e.into())),
-        };
-        if status.is_ok() {
+        let result = TensorViewMut::new(key.dtype(), &shape, &row_major(&shape), 0, &mut copy)
+            .map_err(Error::from)
+            .and_then(|mut view| self.execute(&mut view, None, indices, Some(updates), false));
+        if result.is_ok() {
             out.dense_bytes_mut()
                 .expect("row-major, as above")
                 .copy_from_slice(&copy);
         }
         alloc::keep(copy);
-        Some(status)
+        Some(result)
     }
 
     /// The apply pass of a Gather or GatherElements kernel (this one, or a sibling that
