@@ -42,8 +42,8 @@ pub struct Limits {
     /// free functions; `run_into` and in-place calls write caller memory and allocate none).
     pub max_output_bytes: u64,
     /// The most scratch memory a call allocates, in bytes (`mean`'s per-element sums and
-    /// counts, the partial outputs of a reduction split along its axis, the
-    /// narrow copy of wide indices).
+    /// counts, the partial outputs of a reduction split along its axis, the copy of a
+    /// destination small beside its indices, the narrow copy of wide indices).
     pub max_scratch_bytes: u64,
 }
 

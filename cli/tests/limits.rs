@@ -335,6 +335,57 @@ fn partial_outputs_stay_under_the_scratch_cap() {
     );
 }
 
+/// A scatter into a destination small beside its indices runs into a copy of it, which is
+/// scratch. Under a cap that the copy fits but `mean`'s counts do not, a bad index is still
+/// the error, as where the call checks first, and the output is left as it was; with no
+/// bad index, the cap is the error.
+#[test]
+fn a_bad_index_comes_before_scratch_refused_beside_a_small_destination_copy() {
+    let key =
+        KernelKey::scatter_elements(DType::F32, DType::I64, 1, 0, Reduction::Mean, true).unwrap();
+    let kernel = KernelCache::new().get(&key).unwrap();
+    // 4 KiB of bins (the copy), 8 KiB of counts, 128 KiB of indices.
+    let (bins, n) = (1usize << 10, 1usize << 14);
+    let data = filled(DType::F32, &[bins], 1);
+    let updates = Tensor::from_slice(&[n], &vec![0.5f32; n]).unwrap();
+    let cap = Limits {
+        max_scratch_bytes: (bins * 4) as u64,
+        ..Limits::default()
+    };
+    let run = |positions: &[i64]| {
+        let indices = Tensor::from_slice(&[n], positions).unwrap();
+        let mut out = filled(DType::F32, &[bins], 2);
+        let before = out.clone();
+        let result = with_limits(cap, || {
+            kernel.run_into(
+                &mut (&mut out).into(),
+                &(&data).into(),
+                &(&indices).into(),
+                Some(&(&updates).into()),
+            )
+        });
+        assert_eq!(out, before, "a failed call changed its output");
+        result.unwrap_err()
+    };
+    let mut positions: Vec<i64> = (0..n).map(|i| (i * 7919 % bins) as i64).collect();
+    assert!(matches!(
+        run(&positions),
+        Error::LimitExceeded {
+            buffer: Buffer::Scratch,
+            ..
+        }
+    ));
+    positions[n - 1] = bins as i64;
+    match run(&positions) {
+        Error::Invalid(IrError::IndexOutOfBounds {
+            index, position, ..
+        }) => {
+            assert_eq!((index, position), (bins as i128, vec![n - 1]));
+        }
+        e => panic!("want the bad index, got {e}"),
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The command line: --max-output-bytes, --max-scratch-bytes
 

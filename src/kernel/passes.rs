@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use scatterjit_ir::{unravel, DType, KernelKey, Operand, PassKind};
+use scatterjit_ir::{unravel, DType, Error as IrError, KernelKey, Operand, PassKind};
 
 use super::bind::Operands;
 use super::mean::Counts;
@@ -188,7 +188,8 @@ impl Kernel {
     /// output would, so the bits are the same. `None`, having done nothing, where it does
     /// not apply: indices or a destination that are not row-major, a destination larger
     /// than [`COPY_UP_TO`]'s share of the indices' bytes, or whose copy the allocator
-    /// refuses. On a bad index the output is untouched.
+    /// refuses; a call on the copy that fails but for a bad index. On a bad index the
+    /// output is untouched.
     fn execute_into_copy(
         &self,
         out: &mut TensorViewMut<'_>,
@@ -213,13 +214,20 @@ impl Kernel {
         let result = TensorViewMut::new(key.dtype(), &shape, &row_major(&shape), 0, &mut copy)
             .map_err(Error::from)
             .and_then(|mut view| self.execute(&mut view, None, indices, Some(updates), false));
-        if result.is_ok() {
-            out.dense_bytes_mut()
-                .expect("row-major, as above")
-                .copy_from_slice(&copy);
-        }
+        let done = match result {
+            Ok(()) => {
+                out.dense_bytes_mut()
+                    .expect("row-major, as above")
+                    .copy_from_slice(&copy);
+                Some(Ok(()))
+            }
+            Err(e @ Error::Invalid(IrError::IndexOutOfBounds { .. })) => Some(Err(e)),
+            // Another failure (scratch refused) left the output as it was: the ordinary
+            // path meets it again, after its check, so a bad index still comes first.
+            Err(_) => None,
+        };
         alloc::keep(copy);
-        Some(result)
+        done
     }
 
     /// The apply pass of a Gather or GatherElements kernel (this one, or a sibling that
