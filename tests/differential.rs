@@ -1332,8 +1332,9 @@ fn small_destinations_apply_into_a_copy_and_agree_with_interpreter() {
     for (dtype, index_dtype) in pairs {
         for &reduction in Reduction::ALL.iter().filter(|r| r.supports(dtype)) {
             for bad in bad_at_the_ends_and_middle(400) {
-                for ((data, indices, axis), use_init_val) in
-                    shapes.into_iter().zip([true, false, true])
+                for ((data, indices, axis), use_init_val) in shapes
+                    .into_iter()
+                    .flat_map(|shape| [(shape, true), (shape, false)])
                 {
                     let case = named(
                         OpKind::ScatterElements,
