@@ -86,7 +86,7 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
 }
 
 /// [`first_bad`]'s scan that also writes every index, normalized to `[0, s)`, as a
-/// little-endian unsigned integer of `width` bytes (2 or 4, which must hold `s - 1`) into
+/// little-endian unsigned integer of `width` bytes (1, 2 or 4, which must hold `s - 1`) into
 /// `out` (`width` bytes per index). Returns whether every index was in range; when not,
 /// `out` holds garbage and the caller asks [`first_bad`] which index was the first bad one.
 pub(crate) fn compact_into(
@@ -96,8 +96,9 @@ pub(crate) fn compact_into(
     width: usize,
     out: &mut [u8],
 ) -> bool {
-    debug_assert!(matches!(width, 2 | 4) && (s as u64) <= 1 << (8 * width));
+    debug_assert!(matches!(width, 1 | 2 | 4) && (s as u64) <= 1 << (8 * width));
     match width {
+        1 => compact_as::<1>(dtype, bytes, s, out),
         2 => compact_as::<2>(dtype, bytes, s, out),
         _ => compact_as::<4>(dtype, bytes, s, out),
     }
@@ -531,6 +532,15 @@ mod tests {
             &mut compact
         ));
         assert_eq!(compact, [0, 0, 0, 0, 2, 0, 2, 0]);
+        let mut bytes = [9u8; 4];
+        assert!(compact_into(
+            DType::I16,
+            &[0, 0, 0, 255, 255, 0, 0, 255],
+            256,
+            1,
+            &mut bytes
+        ));
+        assert_eq!(bytes, [0, 0, 255, 0]);
         assert!(!compact_into(
             DType::I64,
             &bytes_i64(&[0, 3, -4, 1]),

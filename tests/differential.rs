@@ -1404,7 +1404,7 @@ fn bad_at_the_ends_and_middle(count: usize) -> [Option<(usize, BadIndex)>; 4] {
 }
 
 /// GatherElements over an axis too long for u16 indices, so that wide indices compact to
-/// u32 (shorter axes compact to u16 in the random cases), every wide index dtype, with
+/// u32 (shorter axes compact to u8 or u16), every wide index dtype, with
 /// and without a bad index at the start, the middle and the end.
 #[test]
 fn gather_elements_over_long_axes_agrees_with_interpreter() {
@@ -1534,12 +1534,13 @@ fn touched_lines_stay_inside_strided_views() {
     }
 }
 
-/// One GatherElements key on a short axis (indices compact to u16), then on a long one
-/// (u32), then short again: each call reads its copy with the kernel of its own width.
+/// One GatherElements key on axes whose indices compact to u8, u16, u32, then u8 again:
+/// each call reads its copy with the kernel of its own width.
 #[test]
 fn gather_elements_compacts_to_the_width_of_each_call() {
     for (data, indices, axis) in [
         ([3, 2], [10, 2], -2),
+        ([300, 2], [10, 2], -2),
         ([65_537, 2], [10, 2], -2),
         ([5, 2], [10, 2], -2),
     ] {
@@ -1555,6 +1556,45 @@ fn gather_elements_compacts_to_the_width_of_each_call() {
             None,
         );
         assert_agrees(&case, format_args!("{case:?}"));
+    }
+}
+
+/// Axes at the ends of each width the check copies indices to (256 and 257 elements long,
+/// 65536 and 65537): the copy takes the narrowest width that holds the axis, and keeps the
+/// first and last positions, which random indices this many reach from both signs. Index
+/// dtypes as wide as a copy (i16 and u16 on 257) are read as they are. With and without a
+/// bad index at the start, the middle and the end.
+#[test]
+fn indices_at_the_ends_of_each_compact_width_agree_with_interpreter() {
+    let count = 4000;
+    for index_dtype in [DType::I16, DType::U16, DType::I32, DType::I64, DType::U64] {
+        for bad in bad_at_the_ends_and_middle(2 * count) {
+            for s in [256, 257, 65_536, 65_537] {
+                // The long axes only where a copy could narrow them.
+                if s > 257 && index_dtype.size() <= 2 {
+                    continue;
+                }
+                let kinds = [
+                    (OpKind::GatherElements, Reduction::None),
+                    (OpKind::ScatterElements, Reduction::None),
+                    (OpKind::ScatterElements, Reduction::Add),
+                ];
+                for (kind, reduction) in kinds {
+                    let case = named(
+                        kind,
+                        DType::F32,
+                        index_dtype,
+                        &[2, s],
+                        &[2, count],
+                        1,
+                        reduction,
+                        true,
+                        bad,
+                    );
+                    assert_agrees(&case, format_args!("{case:?}"));
+                }
+            }
+        }
     }
 }
 

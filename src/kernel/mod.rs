@@ -73,7 +73,7 @@ pub struct Kernel {
     compile_counter: Option<Arc<AtomicU64>>,
     /// The same op on indices of each of `compact::NARROW`, at its position there,
     /// compiled on first use: for indices compacted to it (which one a call takes depends
-    /// on its axis size, so one kernel may need both), and u32 for the engine's keys.
+    /// on its axis size, so one kernel may need several), and u32 for the engine's keys.
     compact: [OnceOk<Box<Kernel>>; compact::NARROW.len()],
     /// Gather of narrow rows: the rank-2 Gathers that run them in blocks (see
     /// `blocks::Siblings`), compiled on first use.
