@@ -65,8 +65,9 @@ impl Kernel {
     /// u16 copy, 7-8.5 with). GatherElements and ScatterElements pick one element per
     /// index, and a u32 copy pays (GatherElements of [64, 262144] f32: 39 ms without, 30
     /// with). A u8 copy, on axes of up to 256, halves a u16 copy's bytes again
-    /// (GatherElements of f16 [64, 512, 256] from i32 indices along the last axis, one
-    /// thread: 10.4-12.6 ms with a u16 copy, 9.7-12.3 with u8 in alternated runs).
+    /// (GatherElements of f16 [16, 512, 256] from i32 indices along the last axis, one
+    /// thread: 18% fewer last-level misses under cachegrind's 8 MiB cache; timed, within
+    /// this machine's noise, BENCHMARKS.md).
     fn compact_dtype(&self, count: usize, size: usize, reordered: bool) -> Option<DType> {
         let key = &self.plan.key;
         let width = key.index_dtype().size();
