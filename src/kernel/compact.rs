@@ -1,8 +1,8 @@
 //! GatherElements, ScatterElements and Gather with wide indices: the check before the first
 //! write also copies every index, normalized, into the narrowest unsigned type that holds the
 //! axis (u8, u16 or u32), and the apply pass of a sibling kernel keyed on that type reads the
-//! copy. The indices are then read once from their own memory, not twice: the copy is a
-//! quarter (or half) of their bytes.
+//! copy. The indices are then read once from their own memory, not twice: the copy is an
+//! eighth to a half of their bytes.
 
 use std::sync::Arc;
 
@@ -58,13 +58,13 @@ impl Kernel {
     /// indices that are not row-major, which the copy lays out row-major), enough of them
     /// to be worth a copy (at least two parallel grains), and an axis of `size` it holds.
     ///
-    /// A Gather compacts to u8 or u16 only. Its apply picks whole rows of data along the axis;
-    /// with more than 2^16 of them the picks miss the cache and hide the second read of the
-    /// indices, and the copy's writes cost more than they save (one thread, 8M i64 indices
-    /// into 1M f32: 10-11 ms without a u32 copy, 11-13 with; into 65536 f32, 12 ms without a
-    /// u16 copy, 7-8.5 with). GatherElements and ScatterElements pick one element per
-    /// index, and a u32 copy pays (GatherElements of [64, 262144] f32: 39 ms without, 30
-    /// with). A u8 copy, on axes of up to 256, halves a u16 copy's bytes again
+    /// A Gather compacts to u8 or u16 only. Its apply picks whole rows of data along the
+    /// axis; with more than 2^16 of them the picks miss the cache and hide the second read
+    /// of the indices, and the copy's writes cost more than they save (one thread, 8M i64
+    /// indices into 1M f32: 10-11 ms without a u32 copy, 11-13 with; into 65536 f32, 12 ms
+    /// without a u16 copy, 7-8.5 with). GatherElements and ScatterElements pick one element
+    /// per index, and a u32 copy pays (GatherElements of [64, 262144] f32: 39 ms without,
+    /// 30 with). A u8 copy, on axes of up to 256, halves a u16 copy's bytes again
     /// (GatherElements of f16 [16, 512, 256] from i32 indices along the last axis, one
     /// thread: 18% fewer last-level misses under cachegrind's 8 MiB cache; timed, within
     /// this machine's noise, BENCHMARKS.md).
