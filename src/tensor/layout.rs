@@ -5,7 +5,7 @@ use scatterjit_ir::{
     checked_numel, fill_row_major_strides, row_major_strides, DType, Error, Operand, Result,
     MAX_RANK,
 };
-use smallvec::{smallvec, SmallVec};
+use smallvec::SmallVec;
 
 /// Dims or strides, inline up to a kernel's rank: views are made on every call, and
 /// most calls make several.
@@ -43,20 +43,43 @@ impl Layout {
         offset: usize,
         len: usize,
     ) -> Result<Layout> {
+        if strides.len() != shape.len() {
+            return Err(Error::InvalidView {
+                tensor,
+                reason: format!("{} strides for {} dims", strides.len(), shape.len()),
+            });
+        }
+        Layout {
+            dtype,
+            shape: Dims::from_slice(shape),
+            strides: Dims::from_slice(strides),
+            offset,
+        }
+        .checked(tensor, len)
+    }
+
+    /// `self` if every position lies inside `len` bytes, with the strides and offset of a
+    /// view without elements stored as 0.
+    pub(super) fn checked(mut self, tensor: Operand, len: usize) -> Result<Layout> {
         let invalid = |reason: String| Error::InvalidView { tensor, reason };
+        let (dtype, shape, strides, offset) = (self.dtype, &self.shape, &self.strides, self.offset);
         if dtype == DType::String {
             return Err(invalid("string tensors are not stored as bytes".into()));
         }
-        if strides.len() != shape.len() {
-            return Err(invalid(format!(
-                "{} strides for {} dims",
-                strides.len(),
-                shape.len()
-            )));
+        // Row-major without gaps reaches `offset..offset + numel` and nothing else: one
+        // comparison, where the general bounds below cost near the work of a tiny call.
+        // Views that fail it take the general path, for its message.
+        if let Some(numel) = dense_numel(shape, strides).filter(|&n| n > 0) {
+            let needed = offset
+                .checked_add(numel)
+                .and_then(|n| n.checked_mul(dtype.size()));
+            if needed.is_some_and(|n| n <= len) {
+                return Ok(self);
+            }
         }
-        checked_numel(shape)?;
+        let numel = checked_numel(shape)?;
         let size = dtype.size() as i128;
-        if shape.iter().all(|&d| d > 0) {
+        if numel > 0 {
             // Lowest and highest element offsets any position reaches, checked: a huge dim
             // times a huge stride must be an error, not a wrap-around.
             let (mut lo, mut hi) = (Some(offset as i128), Some(offset as i128));
@@ -85,21 +108,15 @@ impl Layout {
                     "shape {shape:?} with strides {strides:?} and offset {offset} needs {needed} bytes, the buffer has {len}"
                 )));
             }
+        } else {
+            // A view without elements addresses nothing, so any strides and offset are
+            // accepted; they are stored as 0 so that no address, byte range or step
+            // computed from them overflows (the other operands of a call need not be
+            // empty).
+            self.strides.fill(0);
+            self.offset = 0;
         }
-        // A view without elements addresses nothing, so any strides and offset are
-        // accepted; they are stored as 0 so that no address, byte range or step computed
-        // from them overflows (the other operands of a call need not be empty).
-        let empty = shape.contains(&0);
-        Ok(Layout {
-            dtype,
-            shape: Dims::from_slice(shape),
-            strides: if empty {
-                smallvec![0; shape.len()]
-            } else {
-                Dims::from_slice(strides)
-            },
-            offset: if empty { 0 } else { offset },
-        })
+        Ok(self)
     }
 
     /// See [`TensorView::compacted`](super::TensorView::compacted).
@@ -123,7 +140,8 @@ impl Layout {
 
     /// `self` if no two positions share an element, as a writable view needs.
     pub(super) fn writable(self) -> Result<Layout> {
-        if !self.is_non_overlapping() {
+        // Row-major without gaps cannot overlap; the general test sorts the dims.
+        if !is_dense(&self.shape, &self.strides) && !self.is_non_overlapping() {
             let (shape, strides) = (&self.shape, &self.strides);
             return Err(Error::InvalidView {
                 tensor: Operand::Output,
@@ -191,17 +209,20 @@ impl Layout {
 /// Whether element `strides` lay `shape` out row-major without gaps (dims of size 1 may
 /// have any stride).
 pub(crate) fn is_dense(shape: &[usize], strides: &[isize]) -> bool {
+    dense_numel(shape, strides).is_some()
+}
+
+/// The number of elements of `shape` if `strides` lay it out as [`is_dense`] says (their
+/// count then fits an `isize`); `None` otherwise.
+fn dense_numel(shape: &[usize], strides: &[isize]) -> Option<usize> {
     let mut expected = 1isize;
     for (&d, &s) in shape.iter().zip(strides).rev() {
         if d > 1 && s != expected {
-            return false;
+            return None;
         }
-        match expected.checked_mul(d as isize) {
-            Some(e) => expected = e,
-            None => return false,
-        }
+        expected = expected.checked_mul(isize::try_from(d).ok()?)?;
     }
-    true
+    Some(expected as usize)
 }
 
 /// Row-major element strides of `shape`, inline up to [`MAX_RANK`] dims.
@@ -237,6 +258,49 @@ mod tests {
         assert!(TensorView::new(DType::F32, &[2, 3], &[-3, 1], 2, &bytes).is_err());
         assert!(TensorView::new(DType::F32, &[0, 100], &[100, 1], 0, &bytes).is_ok());
         assert!(TensorView::new(DType::F32, &[2], &[1, 1], 0, &bytes).is_err());
+    }
+
+    /// Row-major views take a shortcut past the general bounds and overlap checks; it must
+    /// accept and refuse exactly what they do, with their message.
+    #[test]
+    fn dense_views_fit_exactly_where_the_general_check_says() {
+        // (shape, strides): row-major, with dims of size 1 at odd strides (which reach
+        // nothing), a scalar, and an empty shape.
+        let cases: &[(&[usize], &[isize])] = &[
+            (&[], &[]),
+            (&[5], &[1]),
+            (&[2, 3], &[3, 1]),
+            (&[2, 1, 3], &[3, -7, 1]),
+            (&[1, 4], &[0, 1]),
+            (&[3, 1], &[1, 1_000_000]),
+            (&[0, 3], &[3, 1]),
+        ];
+        for &(shape, strides) in cases {
+            let numel: usize = shape.iter().product();
+            for offset in 0..3 {
+                let needed = if numel == 0 { 0 } else { (offset + numel) * 4 };
+                for len in needed.saturating_sub(5)..needed + 5 {
+                    let bytes = vec![0u8; len];
+                    let view = TensorView::new(DType::F32, shape, strides, offset, &bytes);
+                    let context = format!("{shape:?} {strides:?} offset {offset} len {len}");
+                    match view {
+                        Ok(v) if numel == 0 => assert!(v.strides().iter().all(|&s| s == 0)),
+                        Ok(v) => {
+                            assert!(len >= needed, "{context}");
+                            assert_eq!(v.strides(), strides, "{context}");
+                        }
+                        Err(e) => {
+                            assert!(len < needed, "{context}: {e}");
+                            assert!(e.to_string().contains(&format!("needs {needed} bytes")));
+                        }
+                    }
+                    let mut bytes = bytes;
+                    let writable =
+                        TensorViewMut::new(DType::F32, shape, strides, offset, &mut bytes);
+                    assert_eq!(writable.is_ok(), len >= needed, "{context}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -299,18 +299,11 @@ impl<'a> TensorViewMut<'a> {
         dtype: DType,
         shape: &[usize],
     ) -> Result<Self> {
-        // Row-major over exactly its bytes is in bounds and without overlap, which
-        // `Layout::new` and `writable` would check at a cost near the work of a tiny call;
-        // anything else (an empty shape, whose strides it stores as 0, or a size that
-        // does not match) takes their checks and errors.
-        let exact = dtype != DType::String
-            && !shape.contains(&0)
-            && checked_nbytes(dtype, shape).ok() == Some(bytes.len());
-        if !exact {
-            return Self::over(bytes, dtype, shape, &row_major(shape), 0);
-        }
+        let layout = Layout::contiguous(dtype, shape)
+            .checked(Operand::Output, bytes.len())?
+            .writable()?;
         Ok(TensorViewMut {
-            layout: Layout::contiguous(dtype, shape),
+            layout,
             bytes,
             strings: &mut [],
         })
