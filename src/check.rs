@@ -116,8 +116,8 @@ const TILE_COLUMNS: usize = 64;
 /// in row-major order, into `out`, so that the apply pass walks them as it walks dense
 /// indices. Where the layout is not row-major (a transposed or permuted index), each tile
 /// of output rows stacked along the dim whose elements lie closest in memory is gathered
-/// column by column, so that the rows' elements sharing a cache line are read together, and
-/// then compacted in one scan. Where rows are short, a tile takes whole runs of the output
+/// into a buffer (whose lines then serve the tile's next rows from the first-level cache)
+/// and compacted in one scan. Where rows are short, a tile takes whole runs of the output
 /// (every row between two steps of that dim) and writes one slice of it. Returns whether
 /// every index was in range; when not, `out` holds garbage and the caller's ordinary check
 /// names the first bad one.
@@ -269,9 +269,9 @@ pub(crate) fn compact_strided(
 }
 
 /// Fills `tile`, rows of `offsets.len()` elements of `N` bytes, with the elements at
-/// `start + offsets[j] + i * step` of `buffer` (row `i`, column `j`): column by column, so
-/// that the rows' elements that share a cache line (`step` is the smaller stride) are read
-/// together.
+/// `start + offsets[j] + i * step` of `buffer` (row `i`, column `j`): row by row, so that
+/// the loads of one row, each on a line of its own (`step` is the smaller stride), miss
+/// the caches together, and the next rows find those lines in the first-level cache.
 fn gather_tile<const N: usize>(
     buffer: &[u8],
     start: isize,
@@ -280,14 +280,11 @@ fn gather_tile<const N: usize>(
     tile: &mut [u8],
 ) {
     let columns = offsets.len();
-    let rows = tile.len() / (columns * N);
-    for (j, &offset) in offsets.iter().enumerate() {
-        let column = start + offset;
-        for i in 0..rows {
-            let from = (column + i as isize * step) as usize * N;
-            let to = (i * columns + j) * N;
-            let element: [u8; N] = buffer[from..from + N].try_into().expect("N bytes");
-            tile[to..to + N].copy_from_slice(&element);
+    for (i, row) in tile.chunks_exact_mut(columns * N).enumerate() {
+        let first = start + i as isize * step;
+        for (to, &offset) in row.chunks_exact_mut(N).zip(offsets) {
+            let from = (first + offset) as usize * N;
+            to.copy_from_slice(&buffer[from..from + N]);
         }
     }
 }
