@@ -76,3 +76,26 @@ def test_half_mode_times_16_bit_element_reductions(capsys):
         assert f"| {name} |" in out
     data, indices, updates = bench.inputs(bench.HALF[4], div=8)
     assert data.dtype.name == "bfloat16" and updates.dtype.name == "bfloat16"
+
+
+def test_sweep_mode_covers_each_op_layout_and_axis(capsys):
+    grid = bench.SWEEP
+    assert len({w.name for w in grid}) == len(grid)
+    for op in ("scatter_elements", "gather_elements", "gather"):
+        ranks = {len(w.data) for w in grid if w.op == op}
+        assert ranks >= {2, 3}, (op, ranks)
+    for layout in ("transposed", "expanded"):
+        assert any(getattr(w, layout) and w.op == "scatter_elements" for w in grid)
+        assert any(getattr(w, layout) and w.op == "gather_elements" for w in grid)
+    for w in grid:
+        assert 0 <= w.axis < len(w.data)
+        if w.op == "scatter_elements" and w.reduction == "none" and not w.expanded:
+            assert w.pattern == "perm"  # no duplicates: PyTorch's order of them is its own
+    names = ["sweep_scatter_elements_max_float32_64x128x128_ax0_transposed",
+             "sweep_gather_elements_int8_2048x512_ax1_dense"]
+    argv = ["--sweep", "--quick", "--rounds", "1", "--threads", "1"]
+    assert bench.main(argv + [a for n in names for a in ("--only", n)]) == 0
+    out = capsys.readouterr().out
+    assert "✗" not in out
+    for name in names:
+        assert f"| {name} |" in out

@@ -18,7 +18,8 @@ two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add 
 rank-4 gathers, a scatter along axis 0 with narrow rows, multi-head and f16 GNN scatters,
 a shuffle along axis 0), ``--half`` element-wise reductions of f16 and bf16 (bfloat16
 needs ``ml_dtypes``), ``--layouts`` tables, updates and outputs laid out column-major.
-``--mid`` runs eight mid-size calls (2^16 to 2^20 elements), where
+``--sweep`` a grid of about 150 workloads over ops, dtypes, reductions, ranks, axes and
+index layouts, to check that fast paths generalize. ``--mid`` runs eight mid-size calls (2^16 to 2^20 elements), where
 waking a thread pool costs as much as the work, in us per call.
 """
 
@@ -133,6 +134,53 @@ MID = [
     Workload("scatter_add_mid_f32",           "scatter_elements", "float32", "int64", (256, 256),   (256, 256),    1, "add",  "uniform"),
     Workload("scatter_max_mid_axis0_f32",     "scatter_elements", "float32", "int64", (512, 128),   (512, 128),    0, "max",  "uniform"),
 ]
+# fmt: on
+
+
+def sweep():
+    """A grid of workloads outside every other set (``--sweep``), to check that the fast
+    paths generalize: each op over dtypes, reductions, ranks 1 to 3, every axis, and index
+    layouts (dense, transposed, expanded), at about a million elements each."""
+    grid = []
+
+    def add(op, dtype, data, indices, axis, reduction="none", layout="dense"):
+        pattern = "perm" if op == "scatter_elements" and reduction == "none" else "uniform"
+        if layout == "expanded":
+            pattern = "uniform_rows"
+        dims = "x".join(map(str, data))
+        if op == "gather":
+            dims += f"_n{indices[0]}"
+        name = f"sweep_{op}_{reduction if op == 'scatter_elements' else ''}_{dtype}_{dims}_ax{axis}_{layout}"
+        grid.append(
+            Workload(name.replace("__", "_"), op, dtype, "int64", data, indices, axis, reduction, pattern,
+                     expanded=layout == "expanded", transposed=layout == "transposed")
+        )
+
+    planes = [((2048, 512), 0), ((2048, 512), 1), ((64, 128, 128), 0), ((64, 128, 128), 1), ((64, 128, 128), 2)]
+    for reduction, dtype in [("add", "float32"), ("add", "float64"), ("add", "int32"), ("add", "int64"),
+                             ("max", "float32"), ("min", "int32"), ("mul", "float64"), ("mean", "float32"),
+                             ("none", "float32"), ("none", "int8"), ("add", "float16"), ("max", "bfloat16")]:
+        for shape, axis in planes:
+            add("scatter_elements", dtype, shape, shape, axis, reduction)
+    for layout in ("transposed", "expanded"):
+        for reduction in ("add", "none", "max"):
+            for shape, axis in planes:
+                add("scatter_elements", "float32", shape, shape, axis, reduction, layout)
+    for dtype in ("float32", "float64", "float16", "int8", "int64"):
+        for shape, axis in planes:
+            add("gather_elements", dtype, shape, shape, axis)
+    for layout in ("transposed", "expanded"):
+        for shape, axis in planes:
+            add("gather_elements", "float32", shape, shape, axis, layout=layout)
+    for dtype in ("float32", "float16", "int64", "uint8"):
+        for shape, picks, axis in [((50000, 64), 100000, 0), ((4096, 1024), 256, 1), ((64, 512, 64), 256, 1),
+                                   ((100, 100, 100), 50, 2), ((1000000,), 500000, 0)]:
+            add("gather", dtype, shape, (picks,), axis)
+    return grid
+
+
+# fmt: off
+SWEEP = sweep()
 # fmt: on
 
 #: Dims at least this large are the ones ``--quick`` divides.
@@ -318,6 +366,9 @@ def main(argv=None):
     sets.add_argument(
         "--layouts", action="store_true", help="tables, updates and outputs laid out column-major"
     )
+    sets.add_argument(
+        "--sweep", action="store_true", help="a grid of ops, dtypes, ranks, axes and index layouts"
+    )
     args = parser.parse_args(argv)
     div, rounds = (8, args.rounds or 5) if args.quick else (1, args.rounds or 9)
     # Tiny calls: 21 rounds of 2,000 calls each, in ns; mid-size ones: 21 rounds of 20, in
@@ -333,6 +384,7 @@ def main(argv=None):
         (args.extra, EXTRA),
         (args.half, HALF),
         (args.layouts, LAYOUTS),
+        (args.sweep, SWEEP),
     ]
     suite = next((chosen for wanted, chosen in by_flag if wanted), WORKLOADS)
 
@@ -363,6 +415,7 @@ def main(argv=None):
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     failed = False
+    ratios = []  # (torch / scatterjit, workload, mode)
     for w in chosen:
         data, indices, updates = inputs(w, div)
         systems = calls(w, data, indices, updates, torch)
@@ -383,9 +436,13 @@ def main(argv=None):
             if torch is not None:
                 theirs = times["torch", mode]
                 cells += [ms(theirs * scale), f"{theirs / ours:.2f}"]
+                ratios.append((theirs / ours, w.name, ("new", "into")[mode]))
         print("| " + " | ".join(cells) + " |", flush=True)
     if torch is not None:
         print("\ntorch/scatterjit > 1: scatterjit is faster. new: a fresh output per call; into: in place or out=.")
+        slower = sorted(r for r in ratios if r[0] < 1)
+        print(f"scatterjit slower in {len(slower)} of {len(ratios)} cells", end="")
+        print(":" if slower else ".", ", ".join(f"{name} {mode} {r:.2f}" for r, name, mode in slower[:10]))
     return 1 if failed else 0
 
 
