@@ -509,9 +509,7 @@ impl Lowering<'_, '_> {
             self.b.switch_to_block(fits);
             let last = self.b.ins().iadd_imm_s(bytes, -width);
             if ty == chunk {
-                // Chunks at 0, width, ... below `last`; the last one may overlap them.
-                let end = self.b.ins().iadd_imm_s(last, width - 1);
-                self.for_range(zero, end, width, |s, i| s.move_bytes(ty, dest, src, i));
+                self.copy_chunks(ty, dest, src, bytes);
             } else if ty != types::I8 {
                 self.move_bytes(ty, dest, src, zero);
             }
@@ -523,6 +521,45 @@ impl Lowering<'_, '_> {
         // No bytes.
         self.b.ins().jump(exit, &[]);
         self.b.switch_to_block(exit);
+    }
+
+    /// The chunks of [`Self::copy_row`] for rows of at least one chunk, but the one that
+    /// ends at the row's end: up to four chunks without a loop (the first and last two,
+    /// which may overlap), a loop from 0 past that.
+    fn copy_chunks(&mut self, ty: types::Type, dest: Value, src: Value, bytes: Value) {
+        let width = i64::from(ty.bytes());
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let (few, pair, many, done) = (
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+            self.b.create_block(),
+        );
+        let is_few = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedLessThanOrEqual, bytes, 4 * width);
+        self.b.ins().brif(is_few, few, &[], many, &[]);
+        self.b.switch_to_block(few);
+        self.move_bytes(ty, dest, src, zero);
+        let is_pair = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::SignedGreaterThan, bytes, 2 * width);
+        self.b.ins().brif(is_pair, pair, &[], done, &[]);
+        self.b.switch_to_block(pair);
+        // Over two chunks: the second, and the one before the last.
+        let second = self.b.ins().iconst(types::I64, width);
+        self.move_bytes(ty, dest, src, second);
+        let before_last = self.b.ins().iadd_imm_s(bytes, -2 * width);
+        self.move_bytes(ty, dest, src, before_last);
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(many);
+        // Chunks at 0, width, ... below the last; the last one may overlap them.
+        let end = self.b.ins().iadd_imm_s(bytes, -1);
+        self.for_range(zero, end, width, |s, i| s.move_bytes(ty, dest, src, i));
+        self.b.ins().jump(done, &[]);
+        self.b.switch_to_block(done);
     }
 
     /// Moves one `ty` from `src + at` to `dest + at`.
