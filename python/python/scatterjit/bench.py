@@ -18,8 +18,9 @@ two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add 
 rank-4 gathers, a scatter along axis 0 with narrow rows, multi-head and f16 GNN scatters,
 a shuffle along axis 0), ``--half`` element-wise reductions of f16 and bf16 (bfloat16
 needs ``ml_dtypes``), ``--layouts`` tables, updates and outputs laid out column-major.
-``--sweep`` a grid of about 150 workloads over ops, dtypes, reductions, ranks, axes and
-index layouts, to check that fast paths generalize. ``--mid`` runs eight mid-size calls (2^16 to 2^20 elements), where
+``--sweep`` a grid of 145 workloads over ops, dtypes, reductions, ranks, axes and index
+layouts, to check that fast paths generalize. ``--mid`` runs eight mid-size calls (2^16
+to 2^20 elements), where
 waking a thread pool costs as much as the work, in us per call.
 """
 
@@ -139,27 +140,32 @@ MID = [
 
 def sweep():
     """A grid of workloads outside every other set (``--sweep``), to check that the fast
-    paths generalize: each op over dtypes, reductions, ranks 1 to 3, every axis, and index
-    layouts (dense, transposed, expanded), at about a million elements each."""
+    paths generalize: each op over dtypes and reductions, along every axis of a rank-2 and
+    a rank-3 shape, with dense, transposed and expanded indices, at about a million
+    elements each; Gathers of rows, columns, inner slices and single elements."""
     grid = []
 
     def add(op, dtype, data, indices, axis, reduction="none", layout="dense"):
+        # No duplicate indices for assignments: PyTorch's order among them is its own.
         pattern = "perm" if op == "scatter_elements" and reduction == "none" else "uniform"
         if layout == "expanded":
             pattern = "uniform_rows"
         dims = "x".join(map(str, data))
         if op == "gather":
             dims += f"_n{indices[0]}"
-        name = f"sweep_{op}_{reduction if op == 'scatter_elements' else ''}_{dtype}_{dims}_ax{axis}_{layout}"
-        grid.append(
-            Workload(name.replace("__", "_"), op, dtype, "int64", data, indices, axis, reduction, pattern,
-                     expanded=layout == "expanded", transposed=layout == "transposed")
-        )
+        what = f"{op}_{reduction}" if op == "scatter_elements" else op
+        grid.append(Workload(
+            f"sweep_{what}_{dtype}_{dims}_ax{axis}_{layout}", op, dtype, "int64", data, indices,
+            axis, reduction, pattern, expanded=layout == "expanded", transposed=layout == "transposed",
+        ))
 
     planes = [((2048, 512), 0), ((2048, 512), 1), ((64, 128, 128), 0), ((64, 128, 128), 1), ((64, 128, 128), 2)]
-    for reduction, dtype in [("add", "float32"), ("add", "float64"), ("add", "int32"), ("add", "int64"),
-                             ("max", "float32"), ("min", "int32"), ("mul", "float64"), ("mean", "float32"),
-                             ("none", "float32"), ("none", "int8"), ("add", "float16"), ("max", "bfloat16")]:
+    scatters = [
+        ("add", "float32"), ("add", "float64"), ("add", "int32"), ("add", "int64"), ("max", "float32"),
+        ("min", "int32"), ("mul", "float64"), ("mean", "float32"), ("none", "float32"), ("none", "int8"),
+        ("add", "float16"), ("max", "bfloat16"),
+    ]
+    for reduction, dtype in scatters:
         for shape, axis in planes:
             add("scatter_elements", dtype, shape, shape, axis, reduction)
     for layout in ("transposed", "expanded"):
@@ -172,16 +178,17 @@ def sweep():
     for layout in ("transposed", "expanded"):
         for shape, axis in planes:
             add("gather_elements", "float32", shape, shape, axis, layout=layout)
+    gathers = [
+        ((50000, 64), 100000, 0), ((4096, 1024), 256, 1), ((64, 512, 64), 256, 1), ((100, 100, 100), 50, 2),
+        ((1000000,), 500000, 0),
+    ]
     for dtype in ("float32", "float16", "int64", "uint8"):
-        for shape, picks, axis in [((50000, 64), 100000, 0), ((4096, 1024), 256, 1), ((64, 512, 64), 256, 1),
-                                   ((100, 100, 100), 50, 2), ((1000000,), 500000, 0)]:
+        for shape, picks, axis in gathers:
             add("gather", dtype, shape, (picks,), axis)
     return grid
 
 
-# fmt: off
 SWEEP = sweep()
-# fmt: on
 
 #: Dims at least this large are the ones ``--quick`` divides.
 LARGE_DIM = 1024
