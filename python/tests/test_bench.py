@@ -6,6 +6,16 @@ import pytest
 from scatterjit import bench
 
 
+def runs_and_agrees(capsys, flag, names):
+    """``--quick`` one round of `names` in the set `flag`: each prints its row, none differs."""
+    argv = [flag, "--quick", "--rounds", "1", "--threads", "1"]
+    assert bench.main(argv + [a for n in names for a in ("--only", n)]) == 0
+    out = capsys.readouterr().out
+    assert "✗" not in out
+    for name in names:
+        assert f"| {name} |" in out
+
+
 def test_bench_runs_and_prints_a_row(capsys):
     assert bench.main(["--quick", "--only", "gather_cols_f32", "--rounds", "1", "--threads", "1"]) == 0
     out = capsys.readouterr().out
@@ -57,23 +67,13 @@ def test_layouts_mode_lays_its_operands_out_column_major(capsys):
             if name in w.column_major:
                 assert array.flags.f_contiguous and not array.flags.c_contiguous
     names = ["gather_rows_out_t_f32", "scatter_none_data_t_f32"]
-    argv = ["--layouts", "--quick", "--rounds", "1", "--threads", "1"]
-    assert bench.main(argv + [a for n in names for a in ("--only", n)]) == 0
-    out = capsys.readouterr().out
-    assert "✗" not in out
-    for name in names:
-        assert f"| {name} |" in out
+    runs_and_agrees(capsys, "--layouts", names)
 
 
 def test_half_mode_times_16_bit_element_reductions(capsys):
     pytest.importorskip("ml_dtypes")
     names = ["scatter_add_rows_f16", "scatter_add_rows_bf16"]
-    argv = ["--half", "--quick", "--rounds", "1", "--threads", "1"]
-    assert bench.main(argv + [a for n in names for a in ("--only", n)]) == 0
-    out = capsys.readouterr().out
-    assert "✗" not in out
-    for name in names:
-        assert f"| {name} |" in out
+    runs_and_agrees(capsys, "--half", names)
     data, indices, updates = bench.inputs(bench.HALF[4], div=8)
     assert data.dtype.name == "bfloat16" and updates.dtype.name == "bfloat16"
 
@@ -93,9 +93,4 @@ def test_sweep_mode_covers_each_op_layout_and_axis(capsys):
             assert w.pattern == "perm"  # no duplicates: PyTorch's order of them is its own
     names = ["sweep_scatter_elements_max_float32_64x128x128_ax0_transposed",
              "sweep_gather_elements_int8_2048x512_ax1_dense"]
-    argv = ["--sweep", "--quick", "--rounds", "1", "--threads", "1"]
-    assert bench.main(argv + [a for n in names for a in ("--only", n)]) == 0
-    out = capsys.readouterr().out
-    assert "✗" not in out
-    for name in names:
-        assert f"| {name} |" in out
+    runs_and_agrees(capsys, "--sweep", names)
