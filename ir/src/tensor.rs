@@ -252,6 +252,7 @@ pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
 
 /// Writes the row-major element strides of `shape` into `strides` (of the same length),
 /// for callers that keep them inline.
+#[inline]
 pub fn fill_row_major_strides(shape: &[usize], strides: &mut [usize]) {
     let mut step = 1usize;
     for (stride, &d) in strides.iter_mut().zip(shape).rev() {

@@ -236,11 +236,7 @@ pub(crate) fn row_major(shape: &[usize]) -> Dims<isize> {
     }
     let mut unsigned = [0usize; MAX_RANK];
     fill_row_major_strides(shape, &mut unsigned[..rank]);
-    let mut strides = [0isize; MAX_RANK];
-    for (signed, &s) in strides.iter_mut().zip(&unsigned[..rank]) {
-        *signed = s as isize;
-    }
-    Dims::from_buf_and_len(strides, rank)
+    unsigned[..rank].iter().map(|&s| s as isize).collect()
 }
 
 #[cfg(test)]
