@@ -231,7 +231,7 @@ impl Lowering<'_, '_> {
         let go = self.b.ins().icmp(IntCC::UnsignedLessThan, position, limit);
         self.b.ins().brif(go, fetch, &[], done, &[]);
 
-        self.b.switch_to_block(fetch);
+        self.enter(fetch);
         let later = self.b.ins().iadd_imm_s(position, ROWS_AHEAD);
         let at = ahead(self, later);
         let index = self
@@ -246,7 +246,7 @@ impl Lowering<'_, '_> {
         let valid = self.b.ins().icmp(IntCC::UnsignedLessThan, k, bound);
         self.b.ins().brif(valid, call, &[], done, &[]);
 
-        self.b.switch_to_block(call);
+        self.enter(call);
         let signature = prefetch_helper_signature(self.machine.config);
         let helper = self.import_helper(imports.helper, signature);
         let inner_dim = self.param(self.depth - 1);
@@ -265,7 +265,7 @@ impl Lowering<'_, '_> {
             self.b.ins().call(helper, &[row, bytes]);
         }
         self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(done);
+        self.enter(done);
     }
 
     /// The parameter slot of the index bound.

@@ -83,7 +83,7 @@ impl Lowering<'_, '_> {
         let in_bounds = self.b.ins().icmp(IntCC::UnsignedLessThan, k, bound);
         let next = self.b.create_block();
         self.b.ins().brif(in_bounds, next, &[], self.bad, &[]);
-        self.b.switch_to_block(next);
+        self.enter(next);
         k
     }
 
@@ -202,7 +202,7 @@ impl Lowering<'_, '_> {
                 let v = combine::finish(self.b, dtype, acc, sum, n);
                 combine::store(self.b, dtype, v, dest_ptr);
                 self.b.ins().jump(next, &[]);
-                self.b.switch_to_block(next);
+                self.enter(next);
             }
             (combine, source) => unreachable!("no lowering for {combine:?} of {source:?}"),
         }
@@ -228,7 +228,7 @@ impl Lowering<'_, '_> {
         let (divide, done) = (self.b.create_block(), self.b.create_block());
         let reached = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, count, 0);
         self.b.ins().brif(reached, divide, &[], done, &[]);
-        self.b.switch_to_block(divide);
+        self.enter(divide);
         (self.mean_divisor(count, with_init), done)
     }
 

@@ -55,16 +55,20 @@ impl Lowering<'_, '_> {
         let header = self.b.create_block();
         let exit = self.b.create_block();
         self.b.ins().jump(header, &[]);
-        self.b.switch_to_block(header);
+        self.open_loop(header);
         let current: Vec<Value> = ptr_vars.iter().map(|&v| self.b.use_var(v)).collect();
+        let i = self.b.use_var(counter);
+        let outer = self.outer_vars.len();
+        self.outer_vars.push(counter);
+        self.outer_vars.extend(&ptr_vars);
         if let Some(limit) = limit {
-            let i = self.b.use_var(counter);
             self.prefetch_ahead(i, limit, false, |s, _| {
                 let steps = s.b.ins().iconst(types::I64, ROWS_AHEAD);
                 s.stepped(&current, steps, n)
             });
         }
         self.level(n + 1, &current);
+        self.outer_vars.truncate(outer);
 
         let (dim, strides) = match &steady {
             Some((dim, strides)) => (*dim, strides.clone()),
@@ -80,7 +84,8 @@ impl Lowering<'_, '_> {
         }
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, dim);
         self.b.ins().brif(more, header, &[], exit, &[]);
-        self.b.switch_to_block(exit);
+        self.b.seal_block(header);
+        self.enter(exit);
     }
 
     /// The outermost loop of a listed pass: `j` counts to `dim_0` and the loop's position
@@ -99,8 +104,10 @@ impl Lowering<'_, '_> {
         let header = self.b.create_block();
         let exit = self.b.create_block();
         self.b.ins().jump(header, &[]);
-        self.b.switch_to_block(header);
+        self.open_loop(header);
         let j = self.b.use_var(counter);
+        let outer = self.outer_vars.len();
+        self.outer_vars.push(counter);
         let list = self.param(self.layout.list_at);
         let position = self.listed_position(list, j);
         let current = self.stepped(ptrs, position, 0);
@@ -116,13 +123,15 @@ impl Lowering<'_, '_> {
         } else {
             self.level(1, &current);
         }
+        self.outer_vars.truncate(outer);
         let dim = self.param(0);
         let j = self.b.use_var(counter);
         let next = self.b.ins().iadd_imm_s(j, 1);
         self.b.def_var(counter, next);
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, dim);
         self.b.ins().brif(more, header, &[], exit, &[]);
-        self.b.switch_to_block(exit);
+        self.b.seal_block(header);
+        self.enter(exit);
     }
 
     /// Entry `j` of the row list at `list`: the position of a listed pass's `j`th row.
@@ -165,7 +174,7 @@ impl Lowering<'_, '_> {
         let last = self.b.ins().iadd_imm_s(end, -step);
         let any = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, start, last);
         self.b.ins().brif(any, work, &[], exit, &[]);
-        self.b.switch_to_block(work);
+        self.open_loop(work);
         let i = self.b.use_var(var);
         body(self, i);
         let i = self.b.use_var(var);
@@ -173,7 +182,8 @@ impl Lowering<'_, '_> {
         self.b.def_var(var, next);
         let more = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, next, last);
         self.b.ins().brif(more, work, &[], exit, &[]);
-        self.b.switch_to_block(exit);
+        self.b.seal_block(work);
+        self.enter(exit);
         self.b.use_var(var)
     }
 }

@@ -28,11 +28,13 @@ mod loops;
 mod row;
 mod vector;
 
+use std::collections::HashMap;
+
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::immediates::Imm64;
 use cranelift_codegen::ir::{
-    types, Block, ExternalName, GlobalValueData, InstBuilder, MemFlagsData, Type, UserExternalName,
-    Value,
+    types, Block, BlockArg, ExternalName, Function, GlobalValueData, InstBuilder, MemFlagsData,
+    Type, UserExternalName, Value,
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
@@ -110,6 +112,9 @@ struct Lowering<'a, 'b> {
     bound: Option<Value>,
     inner_dim: Option<Value>,
     counters: Vec<Variable>,
+    /// The counters and pointers of the loops around the one being emitted (see
+    /// [`Self::open_loop`]).
+    outer_vars: Vec<Variable>,
     bad: Block,
     variant: Variant,
     machine: Machine,
@@ -135,6 +140,7 @@ pub(crate) fn build_pass(
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
+    b.seal_block(entry);
     let operands = b.block_params(entry)[0];
     let params = b.block_params(entry)[1];
     // The parameter block and operand array are ours: aligned, valid, never written by others.
@@ -192,6 +198,7 @@ pub(crate) fn build_pass(
         let start = b.create_block();
         b.ins().brif(empty, done, &[], start, &[]);
         b.switch_to_block(start);
+        b.seal_block(start);
     }
 
     let mut lowering = Lowering {
@@ -206,6 +213,7 @@ pub(crate) fn build_pass(
         bound: None,
         inner_dim: None,
         counters: Vec::new(),
+        outer_vars: Vec::new(),
         bad,
         variant,
         machine,
@@ -224,6 +232,7 @@ pub(crate) fn build_pass(
     // synchronizes with it, reads what they wrote.
     let streams = machine.stream.is_some() && variant == Variant::Streamed;
     b.switch_to_block(bad);
+    b.seal_block(bad);
     for (n, &counter) in counters.iter().enumerate() {
         let i = b.use_var(counter);
         b.ins()
@@ -236,12 +245,64 @@ pub(crate) fn build_pass(
     b.ins().return_(&[status]);
 
     b.switch_to_block(done);
+    b.seal_block(done);
     if streams {
         b.ins().fence();
     }
     let status = b.ins().iconst(types::I64, STATUS_OK);
     b.ins().return_(&[status]);
-    b.seal_all_blocks();
+    // Every block is sealed once its predecessors are all known (debug builds' `finalize`
+    // checks it); a release build seals any a later edit misses, which stays correct.
+    if !cfg!(debug_assertions) {
+        b.seal_all_blocks();
+    }
+    debug_assert!(
+        redundant_params(b.func).is_empty(),
+        "block parameters {:?} always take one value:\n{}",
+        redundant_params(b.func),
+        b.func.display()
+    );
+}
+
+/// The block parameters of `func` that every branch to their block passes the same value
+/// (or the parameter itself): values a loop never changes, carried around it all the same.
+/// The lowering's sealing order leaves none (see [`Lowering::open_loop`]); each one would
+/// cost a register or a spill, and a move on every iteration.
+fn redundant_params(func: &Function) -> Vec<Value> {
+    // Per parameter: the one other value passed to it so far, or `None` once two differ.
+    let mut passed: HashMap<Value, Option<Value>> = HashMap::new();
+    for block in func.layout.blocks() {
+        for inst in func.layout.block_insts(block) {
+            let dfg = &func.dfg;
+            for call in dfg.insts[inst].branch_destination(&dfg.jump_tables, &dfg.exception_tables)
+            {
+                let params = dfg.block_params(call.block(&dfg.value_lists));
+                for (&param, arg) in params.iter().zip(call.args(&dfg.value_lists)) {
+                    let value = match arg {
+                        BlockArg::Value(v) => Some(dfg.resolve_aliases(v)),
+                        _ => None,
+                    };
+                    if value == Some(param) {
+                        continue;
+                    }
+                    passed
+                        .entry(param)
+                        .and_modify(|seen| {
+                            if *seen != value {
+                                *seen = None;
+                            }
+                        })
+                        .or_insert(value);
+                }
+            }
+        }
+    }
+    let mut redundant: Vec<Value> = passed
+        .into_iter()
+        .filter_map(|(param, seen)| seen.map(|_| param))
+        .collect();
+    redundant.sort();
+    redundant
 }
 
 /// The address of the module's data object number `id` (an import of the host's).
@@ -274,6 +335,31 @@ impl Lowering<'_, '_> {
         // The host's table: aligned, valid for the life of the process, never written.
         let flags = MemFlagsData::trusted().with_readonly();
         combine::Val::Scalar(self.b.ins().load(types::F32, flags, entry, 0))
+    }
+
+    /// Continues in `block`, sealed: every branch to it is emitted (a loop's header is
+    /// sealed after its back edge instead). Sealing each block as soon as its predecessors
+    /// are known lets the SSA construction resolve a variable that a loop leaves unchanged
+    /// to its one definition; sealed only at the end, every inner block passed the outer
+    /// loops' pointers and counters along as parameters, which the register allocator then
+    /// moved on every iteration.
+    pub(super) fn enter(&mut self, block: Block) {
+        self.b.switch_to_block(block);
+        self.b.seal_block(block);
+    }
+
+    /// Continues in loop header `header` (sealed after its back edge), reading there every
+    /// variable of the loops around it. Such a variable is defined outside this loop and
+    /// never changed in it; read here first, every later read inside (a latch stepping an
+    /// outer loop, the bad-index exit's counters) resolves to this definition when the
+    /// header is sealed. Left to be found from deeper blocks, the SSA construction can
+    /// commit to a parameter on a loop header before it learns that the back edge passes
+    /// the same value, and never removes it.
+    pub(super) fn open_loop(&mut self, header: Block) {
+        self.b.switch_to_block(header);
+        for &var in &self.outer_vars {
+            self.b.use_var(var);
+        }
     }
 
     /// Loads parameter `slot` (an i64) here.

@@ -71,20 +71,20 @@ impl Lowering<'_, '_> {
                 let last = self.last_index(ptrs[ix]);
                 let ends_equal = self.b.ins().icmp(IntCC::Equal, first, last);
                 self.b.ins().brif(ends_equal, scan, &[], each, &[]);
-                self.b.switch_to_block(scan);
+                self.enter(scan);
                 let uniform = self.row_is_uniform(ptrs[ix], first);
                 self.b.ins().brif(uniform, whole, &[], each, &[]);
-                self.b.switch_to_block(whole);
+                self.enter(whole);
                 let k = self.check_index(first);
                 let bases = self.moved(ptrs, k);
                 self.row(&bases);
                 self.b.ins().jump(exit, &[]);
-                self.b.switch_to_block(each);
+                self.enter(each);
                 // The fallback for rows that are not uniform: kept short to compile fast
                 // (unrolled by four, compiling the variant took about 40% more instructions).
                 self.elements(ptrs, counter, 1);
                 self.b.ins().jump(exit, &[]);
-                self.b.switch_to_block(exit);
+                self.enter(exit);
             }
             _ => match self.count_per_row() {
                 Some(count) => self.mean_row(ptrs, count, counter),
@@ -128,7 +128,7 @@ impl Lowering<'_, '_> {
             let at = self.b.declare_var(self.ptr);
             self.b.def_var(at, base);
             self.b.ins().jump(touch, &[]);
-            self.b.switch_to_block(touch);
+            self.open_loop(touch);
             // Plain loads whose values go unused: nothing at this optimization level removes
             // a load.
             let p = self.b.use_var(at);
@@ -137,7 +137,8 @@ impl Lowering<'_, '_> {
             self.b.def_var(at, next);
             let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, last);
             self.b.ins().brif(more, touch, &[], exit, &[]);
-            self.b.switch_to_block(exit);
+            self.b.seal_block(touch);
+            self.enter(exit);
             self.b.ins().load(types::I8, data_flags(), last, 0);
         }
     }
@@ -236,7 +237,7 @@ impl Lowering<'_, '_> {
                     combine::store(s.b, dtype, v, at[dest]);
                 });
                 self.b.ins().jump(exit, &[]);
-                self.b.switch_to_block(exit);
+                self.enter(exit);
             }
             // The apply nest's per-row count is bumped by `Self::row`.
             _ => {
@@ -485,10 +486,10 @@ impl Lowering<'_, '_> {
             .ins()
             .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, bytes, MEMCPY_FROM);
         self.b.ins().brif(is_long, long, &[], short, &[]);
-        self.b.switch_to_block(long);
+        self.enter(long);
         self.b.call_memcpy(self.machine.config, dest, src, bytes);
         self.b.ins().jump(exit, &[]);
-        self.b.switch_to_block(short);
+        self.enter(short);
         let chunk = if self.machine.vectors {
             types::I8X16
         } else {
@@ -506,7 +507,7 @@ impl Lowering<'_, '_> {
                 .ins()
                 .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, bytes, width);
             self.b.ins().brif(at_least, fits, &[], next, &[]);
-            self.b.switch_to_block(fits);
+            self.enter(fits);
             let last = self.b.ins().iadd_imm_s(bytes, -width);
             if ty == chunk {
                 self.copy_chunks(ty, dest, src, bytes);
@@ -516,11 +517,11 @@ impl Lowering<'_, '_> {
             // The move that ends at the row's end (a one-byte row's only move).
             self.move_bytes(ty, dest, src, last);
             self.b.ins().jump(exit, &[]);
-            self.b.switch_to_block(next);
+            self.enter(next);
         }
         // No bytes.
         self.b.ins().jump(exit, &[]);
-        self.b.switch_to_block(exit);
+        self.enter(exit);
     }
 
     /// The chunks of [`Self::copy_row`] for rows of at least one chunk, but the one that
@@ -540,26 +541,26 @@ impl Lowering<'_, '_> {
             .ins()
             .icmp_imm_s(IntCC::SignedLessThanOrEqual, bytes, 4 * width);
         self.b.ins().brif(is_few, few, &[], many, &[]);
-        self.b.switch_to_block(few);
+        self.enter(few);
         self.move_bytes(ty, dest, src, zero);
         let is_pair = self
             .b
             .ins()
             .icmp_imm_s(IntCC::SignedGreaterThan, bytes, 2 * width);
         self.b.ins().brif(is_pair, pair, &[], done, &[]);
-        self.b.switch_to_block(pair);
+        self.enter(pair);
         // Over two chunks: the second, and the one before the last.
         let second = self.b.ins().iconst(types::I64, width);
         self.move_bytes(ty, dest, src, second);
         let before_last = self.b.ins().iadd_imm_s(bytes, -2 * width);
         self.move_bytes(ty, dest, src, before_last);
         self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(many);
+        self.enter(many);
         // Chunks at 0, width, ... below the last; the last one may overlap them.
         let end = self.b.ins().iadd_imm_s(bytes, -1);
         self.for_range(zero, end, width, |s, i| s.move_bytes(ty, dest, src, i));
         self.b.ins().jump(done, &[]);
-        self.b.switch_to_block(done);
+        self.enter(done);
     }
 
     /// Moves one `ty` from `src + at` to `dest + at`.
