@@ -119,8 +119,8 @@ struct Lowering<'a, 'b> {
     variant: Variant,
     machine: Machine,
     listed: bool,
-    /// The address of [`Machine::f16_table`], taken in the entry block.
-    f16_table: Option<Value>,
+    /// [`Machine::f16_table`], where this pass computes with f16 elements.
+    f16_table: Option<u32>,
 }
 
 /// Emits `nest` as the body of the function `b` builds for `machine`, its innermost loop
@@ -182,8 +182,7 @@ pub(crate) fn build_pass(
     };
     let f16_table = machine
         .f16_table
-        .filter(|_| key.dtype() == DType::F16 && computes)
-        .map(|id| symbol_address(b, ptr, id));
+        .filter(|_| key.dtype() == DType::F16 && computes);
 
     let done = b.create_block();
     let bad = b.create_block();
@@ -329,6 +328,9 @@ impl Lowering<'_, '_> {
         let Some(table) = self.f16_table else {
             return combine::load(self.b, self.key.dtype(), at);
         };
+        // The address is an immediate: taken here, at each use, it holds no register
+        // across the loops (taken once, it was moved or spilled on every element).
+        let table = symbol_address(self.b, self.ptr, table);
         let bits = self.b.ins().uload16(types::I64, data_flags(), at, 0);
         let offset = self.b.ins().ishl_imm_u(bits, 2_i64);
         let entry = self.b.ins().iadd(table, offset);
