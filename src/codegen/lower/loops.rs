@@ -74,12 +74,11 @@ impl Lowering<'_, '_> {
             Some((dim, strides)) => (*dim, strides.clone()),
             None => (self.param(n), self.byte_strides(n)),
         };
-        let i = self.b.use_var(counter);
+        // The loop changes its counter and pointers here only: step the header's values.
         let next = self.b.ins().iadd_imm_s(i, 1);
         self.b.def_var(counter, next);
-        for (a, &var) in ptr_vars.iter().enumerate() {
-            let p = self.b.use_var(var);
-            let stepped = self.b.ins().iadd(p, strides[a]);
+        for ((&var, &p), &stride) in ptr_vars.iter().zip(&current).zip(&strides) {
+            let stepped = self.b.ins().iadd(p, stride);
             self.b.def_var(var, stepped);
         }
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, dim);
@@ -125,7 +124,6 @@ impl Lowering<'_, '_> {
         }
         self.outer_vars.truncate(outer);
         let dim = self.param(0);
-        let j = self.b.use_var(counter);
         let next = self.b.ins().iadd_imm_s(j, 1);
         self.b.def_var(counter, next);
         let more = self.b.ins().icmp(IntCC::UnsignedLessThan, next, dim);
@@ -177,7 +175,6 @@ impl Lowering<'_, '_> {
         self.open_loop(work);
         let i = self.b.use_var(var);
         body(self, i);
-        let i = self.b.use_var(var);
         let next = self.b.ins().iadd_imm_s(i, step);
         self.b.def_var(var, next);
         let more = self.b.ins().icmp(IntCC::SignedLessThanOrEqual, next, last);

@@ -340,11 +340,9 @@ impl Lowering<'_, '_> {
     }
 
     /// Continues in `block`, sealed: every branch to it is emitted (a loop's header is
-    /// sealed after its back edge instead). Sealing each block as soon as its predecessors
-    /// are known lets the SSA construction resolve a variable that a loop leaves unchanged
-    /// to its one definition; sealed only at the end, every inner block passed the outer
-    /// loops' pointers and counters along as parameters, which the register allocator then
-    /// moved on every iteration.
+    /// sealed after its back edge instead, see [`Self::open_loop`]). Sealed as soon as its
+    /// predecessors are known, a block passes the SSA construction's lookups straight to
+    /// them instead of growing parameters that are resolved, or not, at the end.
     pub(super) fn enter(&mut self, block: Block) {
         self.b.switch_to_block(block);
         self.b.seal_block(block);
