@@ -26,6 +26,9 @@ pub enum Layout {
     /// The elements along the op's axis (at 0 elsewhere) as a packed vector, stride 0 on
     /// every other dim: PyTorch Geometric's `index.view(-1, 1).expand_as(src)`.
     Expanded,
+    /// [`Layout::Expanded`] with the vector walked backwards (stride -1 along the axis):
+    /// an expanded view of a flipped index.
+    ExpandedReversed,
     /// The elements at 0 along the last dim, row-major, stride 0 along the last dim: each
     /// row one value.
     RowBroadcast,
@@ -269,15 +272,21 @@ pub fn lay_out(t: &Tensor, layout: Layout, axis: usize, rng_seed: u64) -> Stride
         };
     }
     let rank = shape.len();
-    if layout == Layout::Expanded && numel > 0 && axis < rank {
+    let expanded = [Layout::Expanded, Layout::ExpandedReversed].contains(&layout);
+    if expanded && numel > 0 && axis < rank {
         let inner: usize = shape[axis + 1..].iter().product();
-        let bytes = (0..shape[axis])
-            .flat_map(|e| t.bytes()[e * inner * size..(e * inner + 1) * size].to_vec())
-            .collect();
-        let strides = (0..rank).map(|d| isize::from(d == axis)).collect();
+        let element = |e: usize| t.bytes()[e * inner * size..(e * inner + 1) * size].to_vec();
+        let along = shape[axis];
+        if layout == Layout::ExpandedReversed {
+            return Strided {
+                bytes: (0..along).rev().flat_map(element).collect(),
+                strides: (0..rank).map(|d| -isize::from(d == axis)).collect(),
+                offset: along - 1,
+            };
+        }
         return Strided {
-            bytes,
-            strides,
+            bytes: (0..along).flat_map(element).collect(),
+            strides: (0..rank).map(|d| isize::from(d == axis)).collect(),
             offset: 0,
         };
     }
@@ -456,6 +465,7 @@ fn input_layout() -> impl Strategy<Value = Layout> {
     prop_oneof![
         6 => layout(),
         1 => Just(Layout::Expanded),
+        1 => Just(Layout::ExpandedReversed),
         1 => Just(Layout::RowBroadcast),
     ]
 }
@@ -754,6 +764,7 @@ fn engine_case_of(
                 6usize..=40,
                 prop_oneof![
                     2 => Just(Layout::Expanded),
+                    1 => Just(Layout::ExpandedReversed),
                     1 => Just(Layout::RowBroadcast),
                     2 => Just(Layout::Contiguous),
                 ],
