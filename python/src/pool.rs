@@ -17,15 +17,6 @@ fn current() -> Option<Arc<ThreadPool>> {
 /// GIL held: releasing and taking it back costs more than their work.
 const INLINE_BELOW: usize = 4096;
 
-/// Calls whose largest pass covers fewer elements than this, and every call when the
-/// pool has one thread, run on the calling thread without the GIL, splitting over no pool
-/// ([`scatterjit::serial`]); larger ones are handed whole to the pool. It is where the
-/// library starts splitting a pass (twice its parallel grain): the hand-off costs a
-/// wake-up each way, 7 to 20 us on the 2-vCPU machine of BENCHMARKS.md, which only a
-/// split repays. Steps handed to the pool one by one from this thread were slower than
-/// either (the pool's spinning threads compete with this one for the cores).
-const POOL_FROM: usize = 1 << 16;
-
 /// The elements of a call's largest pass, for [`compute`]: the result's (or, in place,
 /// none) or the indices'.
 pub(crate) fn work(out: Option<&[usize]>, indices: &[usize]) -> usize {
@@ -34,8 +25,15 @@ pub(crate) fn work(out: Option<&[usize]>, indices: &[usize]) -> usize {
 }
 
 /// Runs `f` without the GIL, so that other Python threads run meanwhile: on the pool set
-/// by `set_num_threads` from [`POOL_FROM`] elements of `work` where it has more than one
-/// thread, on this thread otherwise (below [`INLINE_BELOW`], with the GIL held).
+/// by `set_num_threads` from [`scatterjit::splits_from`] elements of `work` where it has
+/// more than one thread, on this thread otherwise (below [`INLINE_BELOW`], with the GIL
+/// held).
+///
+/// Below that count the library splits nothing, and handing a call to the pool costs a
+/// wake-up each way, 7 to 20 us on the 2-vCPU machine of BENCHMARKS.md, which only a
+/// split repays; so such calls, and every call on a one-thread pool, run here inside
+/// [`scatterjit::serial`]. Steps handed to the pool one by one from this thread were
+/// slower than either (the pool's spinning threads compete with this one for the cores).
 pub(crate) fn compute<T: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> T + Send) -> T {
     if work < INLINE_BELOW {
         return scatterjit::serial(f);
@@ -45,7 +43,7 @@ pub(crate) fn compute<T: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> 
         .as_ref()
         .map_or_else(rayon::current_num_threads, |p| p.current_num_threads());
     py.detach(move || match pool {
-        _ if threads < 2 || work < POOL_FROM => scatterjit::serial(f),
+        _ if threads < 2 || work < scatterjit::splits_from() => scatterjit::serial(f),
         Some(pool) => pool.install(f),
         None => f(),
     })

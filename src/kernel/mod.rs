@@ -39,7 +39,7 @@ use crate::once::OnceOk;
 use crate::tensor::{self, TensorView, TensorViewMut};
 
 pub use prepared::{Geometry, Prepared};
-pub use schedule::{set_engine_threads, set_parallel_grain, set_tile_picks};
+pub use schedule::{set_engine_threads, set_parallel_grain, set_tile_picks, splits_from};
 use tier::Demand;
 pub use tier::{set_specialize_after, SPECIALIZE_AFTER};
 

@@ -34,6 +34,18 @@ pub(super) fn parallel_grain() -> i64 {
     PARALLEL_GRAIN.load(Ordering::Relaxed)
 }
 
+/// The fewest elements a pass covers before it may split over the current rayon pool:
+/// twice the parallel grain (65,536 by default; see [`set_parallel_grain`]). A call whose
+/// passes all cover fewer runs whole on the calling thread, so a caller that hands calls
+/// to a pool of its own (as the Python package does) gains nothing by handing it one.
+///
+/// ```
+/// assert_eq!(scatterjit::splits_from(), 1 << 16);
+/// ```
+pub fn splits_from() -> usize {
+    2 * parallel_grain() as usize
+}
+
 /// The fewest threads per position before the axis that the engine spreads buckets over
 /// (default 2); below, a scatter whose index is uniform by value runs the ordinary passes
 /// on the sort's keys, and one uniform by layout the ordinary passes alone. At two threads
@@ -176,7 +188,7 @@ fn split(
     let depth = layout.depth;
     let dims = &params[..depth];
     let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
-    if threads < 2 || work < 2 * grain {
+    if threads < 2 || (work as u64) < splits_from() as u64 {
         return None;
     }
     let axis_of_indexed = |n: usize| nest.writes_through_index() && order[n] == key.axis();
