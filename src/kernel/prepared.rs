@@ -10,7 +10,7 @@ use scatterjit_ir::{DType, Error as IrError, Meta, OpKind, Operand, PassKind, OP
 use super::bind::{bind, variant_of, Operands, Order};
 use super::call::{enter, error_counters, on_stack};
 use super::report::{domain_position, Stop};
-use super::schedule::parallel_grain;
+use super::schedule::{parallel_grain, splits_from};
 use super::{Demand, Kernel};
 use crate::abi::{self, ParamLayout, STATUS_OK};
 use crate::check;
@@ -291,7 +291,8 @@ impl Kernel {
         }
         // Whether the steps are the whole call at any thread count, at today's grain.
         let grain = parallel_grain();
-        let is_small = !on_views && largest_domain < 2 * grain && copy_bytes < 2 * STREAM_CHUNK;
+        let is_small =
+            !on_views && largest_domain < splits_from() as i64 && copy_bytes < 2 * STREAM_CHUNK;
         Ok(Binding {
             in_place,
             small: is_small.then_some(grain),

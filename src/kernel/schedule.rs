@@ -188,7 +188,7 @@ fn split(
     let depth = layout.depth;
     let dims = &params[..depth];
     let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
-    if threads < 2 || (work as u64) < splits_from() as u64 {
+    if threads < 2 || work < splits_from() as i64 {
         return None;
     }
     let axis_of_indexed = |n: usize| nest.writes_through_index() && order[n] == key.axis();
@@ -536,11 +536,10 @@ impl Kernel {
         const WIDE_SLICE: usize = 16 << 10;
         let key = &self.plan.key;
         let threads = threads::available();
-        let grain = PARALLEL_GRAIN.load(Ordering::Relaxed) as usize;
         let shape = indices.shape();
         let axis = key.axis();
         let work = checked_numel(shape).ok()?;
-        if key.kind() != OpKind::ScatterElements || work < 2 * grain {
+        if key.kind() != OpKind::ScatterElements || work < splits_from() {
             return None;
         }
         // No dim is 0 now, so every product of dims is at most `work` (an empty index may
