@@ -259,7 +259,8 @@ impl Case {
 }
 
 /// A buffer holding `t`'s elements in `layout` (`axis`: the op's, for
-/// [`Layout::Expanded`]), with the strides and offset to view it.
+/// [`Layout::Expanded`] and [`Layout::ExpandedReversed`]), with the strides and offset to
+/// view it.
 pub fn lay_out(t: &Tensor, layout: Layout, axis: usize, rng_seed: u64) -> Strided {
     let size = t.dtype().size();
     let shape = t.shape();
