@@ -18,8 +18,8 @@ use crate::partials;
 use crate::tensor::{self, RawOperand, TensorView};
 use crate::threads;
 
-/// Domains with fewer elements than twice this run on the calling thread: below it, waking
-/// the pool costs more than the work. A chunk has at least this many elements.
+/// A chunk of a parallel pass has at least this many elements, so a pass splits from
+/// twice this ([`splits_from`]): below it, waking the pool costs more than the work.
 static PARALLEL_GRAIN: AtomicI64 = AtomicI64::new(1 << 15);
 
 /// Sets the smallest chunk of a parallel pass, in elements (default 32768). Results do not
