@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use scatterjit::Kernel;
 
 use crate::errors::IntoPy;
-use crate::operand::{Access, Operand, Raw};
+use crate::operand::{Access, Operand};
 use crate::Target;
 
 /// A compiled kernel of one key (op, dtype, index dtype, ranks, axis, reduction,
@@ -126,15 +126,7 @@ impl PyKernel {
             .transpose()?;
         let updates = updates.as_ref().map(|u| &u.raw);
         let (data, indices) = (&data.raw, &indices.raw);
-        let Some(out) = out else {
-            // A new result's shape (the kernel validates the call again as it runs).
-            let op = self.inner.key().op();
-            let validated = op
-                .validate(data.meta(), indices.meta(), updates.map(Raw::meta))
-                .py_err()?;
-            let target = Target::New(&validated.out_shape);
-            return crate::run(py, &self.inner, data, indices, updates, target);
-        };
-        crate::run(py, &self.inner, data, indices, updates, Target::Into(out))
+        let target = out.map_or(Target::New, Target::Into);
+        crate::run(py, &self.inner, data, indices, updates, target)
     }
 }

@@ -82,8 +82,8 @@ fn to_numpy<'py>(
 
 /// Where an out-of-place call's result goes.
 enum Target<'a, 'py> {
-    /// A new numpy array of this shape.
-    New(&'a [usize]),
+    /// A new numpy array.
+    New,
     /// The caller's writable array or tensor, returned.
     Into(&'a Bound<'py, PyAny>),
 }
@@ -97,12 +97,13 @@ fn run<'py>(
     updates: Option<&Raw>,
     target: Target<'_, 'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let work = kernel.work(&data.shape, &indices.shape);
     let out_obj = match target {
         Target::Into(out) => out,
-        Target::New(shape) => {
+        Target::New => {
             // The dtype first: a missing ml_dtypes must fail before the kernel runs.
             let dtype = operand::numpy_dtype(py, kernel.key().dtype())?;
-            let tensor = compute(py, pool::work(Some(shape), &indices.shape), || {
+            let tensor = compute(py, work, || {
                 let updates = updates.map(Raw::view).transpose()?;
                 kernel.run(&data.view()?, &indices.view()?, updates.as_ref())
             })
@@ -114,7 +115,6 @@ fn run<'py>(
     let mut inputs = vec![(ir::Operand::Data, data), (ir::Operand::Indices, indices)];
     inputs.extend(updates.map(|u| (ir::Operand::Updates, u)));
     operand::disjoint(kernel.key().kind(), &out.raw, &inputs).py_err()?;
-    let work = pool::work(Some(&out.raw.shape), &indices.shape);
     let raw = &mut out.raw;
     compute(py, work, || {
         let updates = updates.map(Raw::view).transpose()?;
@@ -179,7 +179,7 @@ fn run_op<'py>(
         .validate(data.raw.meta(), indices.raw.meta(), updates.map(Raw::meta))
         .py_err()?;
     let kernel = cached(&validated.key)?;
-    let target = out.map_or(Target::New(&validated.out_shape), Target::Into);
+    let target = out.map_or(Target::New, Target::Into);
     run(py, &kernel, &data.raw, &indices.raw, updates, target)
 }
 

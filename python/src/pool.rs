@@ -13,11 +13,14 @@ fn current() -> Option<Arc<ThreadPool>> {
     POOL.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-/// Calls whose passes cover fewer elements than this run on the calling thread with the
-/// GIL held: releasing and taking it back costs more than their work.
+/// Calls with less work than this (in the units of [`scatterjit::splits_from`], about an
+/// element each) run on the calling thread with the GIL held: releasing and taking it
+/// back costs more than their work.
 const INLINE_BELOW: usize = 4096;
 
-/// The elements of a call's largest pass, for [`compute`]: the result's (or, in place,
+/// The elements of a call's largest pass, for [`compute`], where no kernel weighs it
+/// ([`scatterjit::Kernel::work`]: strings, whose passes go element by element, and
+/// scatters in place, whose largest pass walks the indices): the result's (or, in place,
 /// none) or the indices'.
 pub(crate) fn work(out: Option<&[usize]>, indices: &[usize]) -> usize {
     let numel = |shape: &[usize]| shape.iter().fold(1usize, |n, &d| n.saturating_mul(d));
@@ -25,7 +28,7 @@ pub(crate) fn work(out: Option<&[usize]>, indices: &[usize]) -> usize {
 }
 
 /// Runs `f` without the GIL, so that other Python threads run meanwhile: on the pool set
-/// by `set_num_threads` from [`scatterjit::splits_from`] elements of `work` where it has
+/// by `set_num_threads` from [`scatterjit::splits_from`] units of `work` where it has
 /// more than one thread, on this thread otherwise (below [`INLINE_BELOW`], with the GIL
 /// held).
 ///

@@ -10,7 +10,7 @@ use scatterjit_ir::{DType, Error as IrError, Meta, OpKind, Operand, PassKind, OP
 use super::bind::{bind, variant_of, Operands, Order};
 use super::call::{enter, error_counters, on_stack};
 use super::report::{domain_position, Stop};
-use super::schedule::{parallel_grain, splits_from};
+use super::schedule::{parallel_grain, pass_work, splits_from};
 use super::{Demand, Kernel};
 use crate::abi::{self, ParamLayout, STATUS_OK};
 use crate::check;
@@ -227,7 +227,7 @@ impl Kernel {
             strides: &zero_strides,
         };
         let mut steps = Vec::new();
-        let (mut largest_domain, mut copy_bytes) = (0i64, 0usize);
+        let (mut most_work, mut copy_bytes) = (0i64, 0usize);
         // `mean`'s scratch is allocated per call: its calls run on views.
         let needs_scratch = abi::scratch_per_element(&self.plan) != 0;
         // Gathers that run in blocks do so on views too.
@@ -273,8 +273,8 @@ impl Kernel {
             let layout = ParamLayout::of(nest);
             let (params, order) = bind(&key, nest, &layout, &ops, false);
             let variant = variant_of(&layout, &key, &params, &order);
-            let domain = i64::try_from(layout.domain_size(&params)).unwrap_or(i64::MAX);
-            largest_domain = largest_domain.max(domain);
+            let work = pass_work(&key, nest, &layout, &params, variant).unwrap_or(i64::MAX);
+            most_work = most_work.max(work);
             let mut slots = [false; OPERAND_SLOTS];
             for (slot, raw) in ops.slots.iter().enumerate() {
                 let placeholder = pass == PassKind::Check && slot == Operand::Data.slot();
@@ -292,7 +292,7 @@ impl Kernel {
         // Whether the steps are the whole call at any thread count, at today's grain.
         let grain = parallel_grain();
         let is_small =
-            !on_views && largest_domain < splits_from() as i64 && copy_bytes < 2 * STREAM_CHUNK;
+            !on_views && most_work < splits_from() as i64 && copy_bytes < 2 * STREAM_CHUNK;
         Ok(Binding {
             in_place,
             small: is_small.then_some(grain),

@@ -34,16 +34,69 @@ pub(super) fn parallel_grain() -> i64 {
     PARALLEL_GRAIN.load(Ordering::Relaxed)
 }
 
-/// The fewest elements a pass covers before it may split over the current rayon pool:
-/// twice the parallel grain (65,536 by default; see [`set_parallel_grain`]). A call whose
-/// passes all cover fewer runs whole on the calling thread, so a caller that hands calls
-/// to a pool of its own (as the Python package does) gains nothing by handing it one.
+/// The least work a pass has before it may split over the current rayon pool: twice the
+/// parallel grain (65,536 by default; see [`set_parallel_grain`]), in units of about one
+/// element picked (see [`Kernel::work`](crate::Kernel::work)). A call whose passes all
+/// have less runs whole on the calling thread, so a caller that hands calls to a pool of
+/// its own (as the Python package does) gains nothing by handing it one.
 ///
 /// ```
 /// assert_eq!(scatterjit::splits_from(), 1 << 16);
 /// ```
 pub fn splits_from() -> usize {
     2 * parallel_grain() as usize
+}
+
+/// The units of work of a whole row a pass copies, besides its bytes: reading, checking
+/// and turning its index into an address, and starting the copy.
+const ROW_UNITS: i64 = 8;
+
+/// Bytes of a copied row per unit of work.
+const BYTES_PER_UNIT: i64 = 16;
+
+/// The work of copying `rows` rows of `row_bytes` contiguous bytes each, in the units of
+/// [`splits_from`] (one for an element picked): [`ROW_UNITS`] a row and one per
+/// [`BYTES_PER_UNIT`] bytes. Gathers of whole f32 rows from the second-level cache, one
+/// thread, 2-vCPU Xeon, 2026-11-29: 4-6 ns a row of 16 or 64 bytes, 14 of 256, 37-46 of 1
+/// KiB, 122-150 of 4 KiB, 460-550 of 16 KiB (about 4 ns and 32 bytes a ns), where picks
+/// along the last axis took 0.5-0.8 ns an element (BENCHMARKS.md, "Whole rows counted by
+/// their bytes").
+fn row_work(rows: i64, row_bytes: i64) -> i64 {
+    rows.saturating_mul(ROW_UNITS.saturating_add(row_bytes / BYTES_PER_UNIT))
+}
+
+/// The work of `nest` bound to `params` in `variant`, in the units of [`splits_from`]: one
+/// a loop step (an element picked or combined), or where it copies whole rows (it
+/// assigns, its innermost loop is contiguous and no index moves along it: Gather's rows,
+/// a copy) their [`row_work`] if that is less. Rows narrower than about 40 bytes keep
+/// their elements' weight: weighed by their rows they split sooner, and 8,192 rows of 16
+/// bytes (32 KiB, 30-47 us on one thread) took 97-111 us on two threads against 30-52
+/// unsplit (2-vCPU Xeon, 2026-11-29). `None` where the dims' product overflows.
+pub(super) fn pass_work(
+    key: &KernelKey,
+    nest: &LoopNest,
+    layout: &ParamLayout,
+    params: &[i64],
+    variant: Variant,
+) -> Option<i64> {
+    let depth = layout.depth;
+    let dims = &params[..depth];
+    let steps = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    let inner = depth.checked_sub(1)?;
+    let copies_rows = nest.combine == Combine::Assign
+        && matches!(
+            variant,
+            Variant::Contiguous | Variant::Broadcast(_) | Variant::Streamed
+        )
+        && layout
+            .accesses
+            .iter()
+            .all(|a| a.operand != Operand::Indices || params[a.strides_at + inner] == 0);
+    if !copies_rows || dims[inner] == 0 {
+        return Some(steps);
+    }
+    let row_bytes = dims[inner].saturating_mul(key.dtype().size() as i64);
+    Some(steps.min(row_work(steps / dims[inner], row_bytes)))
 }
 
 /// The fewest threads per position before the axis that the engine spreads buckets over
@@ -168,7 +221,12 @@ const MIN_SHARED_PICKS_CHUNK: usize = 16;
 /// Chunks per thread, so that a thread that finishes early takes another.
 const CHUNKS_PER_THREAD: usize = 4;
 
-/// Chooses how to split `nest` over the current rayon pool, or `None` to run it whole.
+/// Chooses how to split `nest` over the current rayon pool, or `None` to run it whole: a
+/// pass of [`splits_from`] units of work ([`pass_work`]) or more, in chunks of at least a
+/// grain of loop steps. A chunk of a split costs a steal, not a wake-up, and chunks of a
+/// grain of work rather than of steps were too few where rows are wide: a thread that
+/// woke late found none left (Gathers of 1,024 rows of 1 KiB, two threads, 2-vCPU Xeon,
+/// 2026-11-29: 137-184 us in 2 chunks, 31-88 in 8, 86-100 whole).
 ///
 /// Only loops whose chunks own disjoint destination elements may be split: any loop of a
 /// pass without an indexed destination (copy, check, the gathers) and, for scatter passes,
@@ -180,14 +238,15 @@ fn split(
     key: &KernelKey,
     nest: &LoopNest,
     layout: &ParamLayout,
-    params: &[i64],
-    order: &[usize],
+    (params, order): (&[i64], &[usize]),
+    variant: Variant,
 ) -> Option<Split> {
     let threads = threads::available();
     let grain = PARALLEL_GRAIN.load(Ordering::Relaxed);
     let depth = layout.depth;
     let dims = &params[..depth];
-    let work = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    let loop_steps = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
+    let work = pass_work(key, nest, layout, params, variant)?;
     if threads < 2 || work < splits_from() as i64 {
         return None;
     }
@@ -196,7 +255,7 @@ fn split(
         |n: usize| !axis_of_indexed(n) && !count_still(nest, layout, params, n) && dims[n] >= 2;
     let level = (0..depth).find(|&n| splittable(n))?;
     let steps = steps(key, layout, params, level);
-    let max_chunks = (work / grain) as usize;
+    let max_chunks = (loop_steps / grain) as usize;
     let mut chunks = (threads * CHUNKS_PER_THREAD)
         .min(dims[level] as usize)
         .min(max_chunks);
@@ -496,6 +555,64 @@ fn partial_split(
 }
 
 impl Kernel {
+    /// The work of the largest pass of an out-of-place call of this kernel on row-major
+    /// operands of these shapes, in the units of [`splits_from`]: a call with less runs
+    /// whole on the calling thread. A caller that hands calls to a pool of its own (as the
+    /// Python package does) asks this first, as the library does before each pass.
+    ///
+    /// A Gather copies whole rows (the dims after its axis), which weigh their bytes and
+    /// a few units each where that is less than their elements, as a split weighs them
+    /// (but for narrow rows that it moves in blocks); other passes weigh one unit an
+    /// element of the output or the indices, whichever has more. Shapes that do not fit
+    /// the kernel (which the call itself refuses) weigh their elements too.
+    ///
+    /// ```
+    /// use scatterjit::{DType, Kernel, KernelKey};
+    /// let gather = Kernel::compile(KernelKey::gather(DType::F32, DType::I64, 2, 1, 0)?)?;
+    /// // 128 rows of 4 KiB: 2^17 elements, but less work than 2^16 picks.
+    /// assert!(gather.work(&[512, 1024], &[128]) < scatterjit::splits_from());
+    /// // 2^17 picks along the last axis.
+    /// let picks = Kernel::compile(KernelKey::gather(DType::F32, DType::I64, 2, 1, 1)?)?;
+    /// assert_eq!(picks.work(&[1024, 512], &[128]), 1 << 17);
+    /// # Ok::<(), scatterjit::Error>(())
+    /// ```
+    pub fn work(&self, data_shape: &[usize], indices_shape: &[usize]) -> usize {
+        let key = &self.plan.key;
+        let product = |dims: &[usize]| dims.iter().fold(1usize, |n, &d| n.saturating_mul(d));
+        let indices = product(indices_shape);
+        let axis = key.axis();
+        if data_shape.len() != key.rank() || indices_shape.len() != key.index_rank() {
+            return product(data_shape).max(indices);
+        }
+        let (before, after) = (
+            product(&data_shape[..axis]),
+            product(&data_shape[axis + 1..]),
+        );
+        let out = match key.kind() {
+            // Narrow rows run in blocks, whose table picks each unit of a row alone.
+            OpKind::Gather
+                if after > 1
+                    && !self.takes_blocks(
+                        data_shape,
+                        &tensor::row_major(data_shape),
+                        indices_shape,
+                        &tensor::row_major(indices_shape),
+                    ) =>
+            {
+                let rows = before.saturating_mul(indices);
+                let row_bytes = after.saturating_mul(key.dtype().size());
+                let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+                let rows_work = row_work(as_i64(rows), as_i64(row_bytes));
+                rows.saturating_mul(after)
+                    .min(usize::try_from(rows_work).unwrap_or(usize::MAX))
+            }
+            OpKind::Gather => before.saturating_mul(indices),
+            OpKind::GatherElements => indices,
+            OpKind::ScatterElements => product(data_shape),
+        };
+        out.max(indices)
+    }
+
     /// The engine's sort (see `crate::engine`) for a scatter into data of `data_shape`
     /// whose only parallelism is along its axis: few positions before the axis, slices
     /// after it of at least a cache line and not so wide that they split well themselves,
@@ -622,7 +739,7 @@ impl Kernel {
         };
         let key = &self.plan.key;
         let plan = tiles(key, nest, layout, &call.params, jit::cache_resident())
-            .or_else(|| split(key, nest, layout, &call.params, &order));
+            .or_else(|| split(key, nest, layout, (&call.params, &order), variant));
         let partial = match (&plan, partial_outputs) {
             (None, Some(partial_outputs)) => {
                 let out = ops.get(Operand::Output);
@@ -676,15 +793,15 @@ impl Kernel {
         }
         let layout = self.layout(PassKind::Apply);
         let (params, order) = bind(key, nest, layout, ops, false);
+        let variant = variant_of(layout, key, &params, &order);
         let other_split = tiles(key, nest, layout, &params, jit::cache_resident())
-            .or_else(|| split(key, nest, layout, &params, &order));
+            .or_else(|| split(key, nest, layout, (&params, &order), variant));
         if other_split.is_some() {
             return None;
         }
         let out = ops.get(Operand::Output);
         let split = partial_split(key, nest, layout, (&params, &order), out, 1)?;
         let mut buffers = partial_buffers(key, nest, out, split.chunks)?;
-        let variant = variant_of(layout, key, &params, &order);
         let demand = Demand::Once(layout.domain_size(&params));
         let entry = match self.entry(PassKind::Apply, variant, false, demand) {
             Ok(entry) => entry,
@@ -859,7 +976,8 @@ mod tests {
             let layout = ParamLayout::of(nest);
             let ds = row_major(data);
             on_threads(threads, || {
-                assert!(split(&key, nest, &layout, &params, &order).is_none());
+                let variant = variant_of(&layout, &key, &params, &order);
+                assert!(split(&key, nest, &layout, (&params, &order), variant).is_none());
                 let out = RawOperand {
                     address: crate::tensor::Address::Read(std::ptr::null()),
                     shape: data,
@@ -898,8 +1016,16 @@ mod tests {
             let (plan, params, order) = bind_apply(key, data, indices);
             let nest = plan.pass(PassKind::Apply).unwrap();
             let layout = ParamLayout::of(nest);
-            on_threads(threads, || split(&key, nest, &layout, &params, &order))
-                .map(|s| (s.level, s.chunks, s.align))
+            on_threads(threads, || {
+                split(
+                    &key,
+                    nest,
+                    &layout,
+                    (&params, &order),
+                    variant_of(&layout, &key, &params, &order),
+                )
+            })
+            .map(|s| (s.level, s.chunks, s.align))
         };
         // Rows of 64 i64 indices (512 bytes, the widest access): chunks of two cache lines
         // of it, starting on a line of the f32 output they write.
@@ -926,8 +1052,16 @@ mod tests {
             let (plan, params, order) = bind_apply_strided(key, &data, &indices, &[1, 0]);
             let nest = plan.pass(PassKind::Apply).unwrap();
             let layout = ParamLayout::of(nest);
-            on_threads(threads, || split(&key, nest, &layout, &params, &order))
-                .map(|s| (s.level, s.chunks))
+            on_threads(threads, || {
+                split(
+                    &key,
+                    nest,
+                    &layout,
+                    (&params, &order),
+                    variant_of(&layout, &key, &params, &order),
+                )
+            })
+            .map(|s| (s.level, s.chunks))
         };
         // Rows of 64 f32 (256 bytes): two chunks, on any pool.
         assert_eq!(split_of(Reduction::Max, 2, 64), Some((1, 2)));
@@ -936,6 +1070,71 @@ mod tests {
         assert_eq!(split_of(Reduction::Add, 2, 32), None);
         // Of 1024 (4 KiB): four chunks per thread.
         assert_eq!(split_of(Reduction::Add, 2, 1024), Some((1, 8)));
+    }
+
+    /// The work and split (level, chunks) on `threads` threads of the apply pass of a
+    /// Gather of f32 along `axis` on row-major operands, and what [`Kernel::work`] says.
+    fn gather_work(
+        threads: usize,
+        data: &[usize],
+        indices: &[usize],
+        axis: usize,
+    ) -> (i64, Option<(usize, usize)>, usize) {
+        let key = KernelKey::gather(
+            DType::F32,
+            DType::I64,
+            data.len(),
+            indices.len(),
+            axis as i64,
+        )
+        .unwrap();
+        let kernel = Kernel::compile(key).unwrap();
+        let out_shape: Vec<usize> = [&data[..axis], indices, &data[axis + 1..]].concat();
+        let numel = |s: &[usize]| s.iter().product::<usize>();
+        let mut out = vec![0u8; numel(&out_shape) * 4];
+        let (bytes, idx) = (vec![0u8; numel(data) * 4], vec![0u8; numel(indices) * 8]);
+        let mut ov =
+            TensorViewMut::new(DType::F32, &out_shape, &row_major(&out_shape), 0, &mut out)
+                .unwrap();
+        let dv = TensorView::new(DType::F32, data, &row_major(data), 0, &bytes).unwrap();
+        let iv = TensorView::new(DType::I64, indices, &row_major(indices), 0, &idx).unwrap();
+        let ops = Operands::default()
+            .with(Operand::Data, dv.raw())
+            .with(Operand::Indices, iv.raw())
+            .with(Operand::Output, ov.raw());
+        let nest = kernel.plan.pass(PassKind::Apply).unwrap();
+        let layout = ParamLayout::of(nest);
+        let (params, order) = bind(&key, nest, &layout, &ops, false);
+        let variant = variant_of(&layout, &key, &params, &order);
+        let work = pass_work(&key, nest, &layout, &params, variant).unwrap();
+        let split = on_threads(threads, || {
+            split(&key, nest, &layout, (&params, &order), variant).map(|s| (s.level, s.chunks))
+        });
+        (work, split, kernel.work(data, indices))
+    }
+
+    #[test]
+    fn whole_rows_count_their_bytes_and_picks_their_elements() {
+        // 128 rows of 4 KiB (2^17 elements): 8 units a row and one per 16 bytes, under
+        // the 2^16 a pass splits from.
+        let (work, split, said) = gather_work(2, &[512, 1024], &[128], 0);
+        assert_eq!((work, split), (128 * (8 + 256), None));
+        // 4096 rows of 1 KiB: four chunks per thread.
+        let (work, split, _) = gather_work(2, &[4096, 256], &[4096], 0);
+        assert_eq!((work, split), (4096 * (8 + 64), Some((0, 8))));
+        // 2^17 picks along the last axis: an element each.
+        let (work, split, picks_said) = gather_work(2, &[1024, 512], &[128], 1);
+        assert_eq!((work, split), (1 << 17, Some((0, 4))));
+        // What a caller with a pool of its own is told, for row-major operands.
+        assert_eq!((said, picks_said), (128 * (8 + 256), 1 << 17));
+        for (data, indices, axis) in [
+            (&[64, 100, 32][..], &[3, 50][..], 1),
+            (&[1000, 16], &[40000], 0),
+            (&[8, 4096, 3], &[2], 2),
+        ] {
+            let (work, _, said) = gather_work(1, data, indices, axis);
+            assert_eq!(said as i64, work, "{data:?} {indices:?} {axis}");
+        }
     }
 
     #[test]
