@@ -297,7 +297,7 @@ fn in_chunks(start: *mut u8, size: usize, fill: impl Fn(*mut u8, usize, usize) +
         fill((base + at) as *mut u8, at, STREAM_CHUNK.min(size - at));
         Ok::<(), std::convert::Infallible>(())
     };
-    let Ok(()) = threads::try_each(size.div_ceil(STREAM_CHUNK), chunk);
+    let Ok(()) = threads::try_each(size.div_ceil(STREAM_CHUNK), false, chunk);
 }
 
 /// Scratch buffers of earlier calls (compacted indices, partial outputs, `mean`'s

@@ -5,7 +5,7 @@
 use std::any::Any;
 use std::cell::Cell;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 thread_local! {
@@ -60,12 +60,14 @@ pub(crate) fn available() -> usize {
 /// Chunks after a failing one may run or not. A panic in any chunk reaches the caller
 /// once no chunk runs any more.
 ///
-/// From a thread outside every pool, this thread takes chunks too, beside helpers handed
-/// to the global pool ([`Chunks`]), rather than sleeping until the pool's threads have
-/// woken, run every chunk and woken it again: a pool that wakes late costs at most the
-/// chunks its threads took.
+/// With `caller_helps`, from a thread outside every pool, this thread takes chunks too,
+/// beside helpers handed to the global pool ([`Chunks`]), rather than sleeping until the
+/// pool's threads have woken, run every chunk and woken it again: a pool that wakes late
+/// costs at most the chunks its threads took, and a helper that starts late leaves its
+/// chunks to this thread.
 pub(crate) fn try_each<E: Send + 'static>(
     count: usize,
+    caller_helps: bool,
     f: impl Fn(usize) -> Result<(), E> + Sync + Send,
 ) -> Result<(), E> {
     use rayon::prelude::*;
@@ -73,12 +75,13 @@ pub(crate) fn try_each<E: Send + 'static>(
         return (0..count).try_for_each(f);
     }
     match rayon::current_thread_index() {
-        Some(_) => (0..count)
+        // Chunks counts them in 32 bits.
+        None if caller_helps && u32::try_from(count).is_ok() => Chunks::run(count, &f),
+        _ => (0..count)
             .into_par_iter()
             .map(f)
             .find_first(Result::is_err)
             .unwrap_or(Ok(())),
-        None => Chunks::run(count, &f),
     }
 }
 
@@ -91,18 +94,19 @@ type ChunkFn<'a, E> = dyn Fn(usize) -> Result<(), E> + Sync + 'a;
 /// threads, medians of 50 calls: rayon's own hand-off 7-29 us with no work and 51-159
 /// for 40 us of it (one thread 41), chunks taken by the caller too 0.6-1.3 and 23-42.
 struct Chunks<E> {
-    /// The next chunk to take.
-    next: AtomicUsize,
-    /// Chunks taken and done (run, skipped or panicked); the caller returns at `count`.
+    /// The chunks left, `front..back` (`front` in the low 32 bits): the caller takes from
+    /// the front, helpers from the back, so that each runs a contiguous run of chunks,
+    /// as rayon's halving gives each thread.
+    left: AtomicU64,
+    /// Chunks taken and done (run, skipped or panicked); the caller returns once all are.
     finished: AtomicUsize,
-    count: usize,
     /// The lowest chunk that failed or panicked so far: higher ones are skipped.
     failed: AtomicUsize,
     /// The lowest failing chunk and its error.
     error: Mutex<Option<(usize, E)>>,
     /// The first panic's payload.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
-    /// The caller's closure, valid until `finished` reaches `count`.
+    /// The caller's closure, valid until every chunk is finished.
     f: *const ChunkFn<'static, E>,
 }
 
@@ -126,9 +130,8 @@ impl<E: Send + 'static> Chunks<E> {
         let f =
             unsafe { std::mem::transmute::<*const ChunkFn<'_, E>, *const ChunkFn<'static, E>>(f) };
         let chunks = Arc::new(Chunks {
-            next: AtomicUsize::new(0),
+            left: AtomicU64::new((count as u64) << 32),
             finished: AtomicUsize::new(0),
-            count,
             failed: AtomicUsize::new(usize::MAX),
             error: Mutex::new(None),
             panic: Mutex::new(None),
@@ -136,9 +139,9 @@ impl<E: Send + 'static> Chunks<E> {
         });
         for _ in 1..rayon::current_num_threads().min(count) {
             let helper = Arc::clone(&chunks);
-            rayon::spawn(move || helper.take_all());
+            rayon::spawn(move || helper.take_all(true));
         }
-        chunks.take_all();
+        chunks.take_all(false);
         // What is left runs on helpers now: at most one chunk each.
         let mut spins = 0u32;
         while chunks.finished.load(Ordering::Acquire) < count {
@@ -156,15 +159,33 @@ impl<E: Send + 'static> Chunks<E> {
         error.map_or(Ok(()), |(_, e)| Err(e))
     }
 
-    /// Takes chunks until none is left.
-    fn take_all(&self) {
+    /// The next chunk left, from the back or the front, or `None`.
+    fn take(&self, from_back: bool) -> Option<usize> {
+        let mut left = self.left.load(Ordering::Relaxed);
         loop {
-            let c = self.next.fetch_add(1, Ordering::Relaxed);
-            if c >= self.count {
-                return;
+            let (front, back) = (left & u64::from(u32::MAX), left >> 32);
+            if front >= back {
+                return None;
             }
+            let (rest, c) = match from_back {
+                true => (left - (1 << 32), back - 1),
+                false => (left + 1, front),
+            };
+            match self
+                .left
+                .compare_exchange_weak(left, rest, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(c as usize),
+                Err(now) => left = now,
+            }
+        }
+    }
+
+    /// Takes chunks, from the back or the front, until none is left.
+    fn take_all(&self, from_back: bool) {
+        while let Some(c) = self.take(from_back) {
             if c < self.failed.load(Ordering::Relaxed) {
-                // SAFETY: chunk `c < count` is taken and not yet finished, so the caller
+                // SAFETY: chunk `c` is taken and not yet finished, so the caller
                 // is still inside `run`, where `f` is borrowed (see there).
                 let f = unsafe { &*self.f };
                 match std::panic::catch_unwind(AssertUnwindSafe(|| f(c))) {
@@ -239,7 +260,7 @@ mod tests {
         };
         for _ in 0..100 {
             assert_eq!(Chunks::run(100, &fails), Err(3));
-            assert_eq!(try_each(100, fails), Err(3));
+            assert_eq!(try_each(100, true, fails), Err(3));
         }
     }
 
@@ -271,10 +292,12 @@ mod tests {
         };
         for threads in [1, 3] {
             pool(threads).install(|| {
-                assert_eq!(try_each(100, fails), Err(3));
-                assert_eq!(serial(|| try_each(100, fails)), Err(3));
-                assert_eq!(try_each(3, fails), Ok(()));
-                assert_eq!(try_each(0, fails), Ok(()));
+                for helps in [false, true] {
+                    assert_eq!(try_each(100, helps, fails), Err(3));
+                    assert_eq!(serial(|| try_each(100, helps, fails)), Err(3));
+                    assert_eq!(try_each(3, helps, fails), Ok(()));
+                    assert_eq!(try_each(0, helps, fails), Ok(()));
+                }
             });
         }
     }
