@@ -482,11 +482,17 @@ pub(crate) fn hold_every_key() {
 /// prefetched whatever the size of the tensor they pick from, Gather's rows streamed
 /// whatever the size of the output and the rows, and element-wise picks
 /// along an outer dim run in tiles of a few elements whatever the size of the tensor
-/// they pick from.
+/// they pick from; and a global pool of 3 threads where none was made before, for calls
+/// from outside every pool.
 pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     static POOLS: OnceLock<[rayon::ThreadPool; 2]> = OnceLock::new();
     POOLS.get_or_init(|| {
         scatterjit::set_parallel_grain(2);
+        // A global pool of three threads for calls from outside every pool, unless one was
+        // made before (then it keeps its size).
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build_global();
         // Buckets from one thread per position before the axis: the 3-thread pool lists
         // them for up to three such positions, the 1-thread pool for one (its buckets
         // run in order), and both sort for keys alone where there are more.
@@ -597,6 +603,18 @@ pub fn agree(
         _ => return Err(format!("{key}: 3 threads gave {three:?}, 1 thread {one:?}")),
     }
     agree_with("kernel.run", one.clone())?;
+    // From this thread: outside every pool (as a test or fuzz target calls it), the caller
+    // takes chunks beside the global pool's threads (three where `pools` set them).
+    let here = kernel.run(data, indices, updates);
+    match (&one, &here) {
+        (Ok(a), Ok(b)) if a.bytes() == b.bytes() => {}
+        (Err(a), Err(b)) if a == b => {}
+        _ => {
+            return Err(format!(
+                "{key}: this thread gave {here:?}, 1 thread {one:?}"
+            ))
+        }
+    }
 
     // 1b. The same on the `Strided` code calls run before their passes specialize.
     let plain = unspecialized(&key).map_err(|e| format!("compile {key}: {e}"))?;
