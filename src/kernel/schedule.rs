@@ -943,6 +943,21 @@ mod tests {
         (plan, params, order)
     }
 
+    /// The split on `threads` threads of the apply pass of `key` bound as `bind_apply`
+    /// binds it.
+    fn apply_split(
+        threads: usize,
+        key: KernelKey,
+        (plan, params, order): (Plan, Vec<i64>, Order),
+    ) -> Option<Split> {
+        let nest = plan.pass(PassKind::Apply).unwrap();
+        let layout = ParamLayout::of(nest);
+        let variant = variant_of(&layout, &key, &params, &order);
+        on_threads(threads, || {
+            split(&key, nest, &layout, (&params, &order), variant)
+        })
+    }
+
     #[test]
     fn chunks_start_on_lines_of_the_written_access() {
         // Four-byte elements, 16 to a line; the written access (entry 1) steps forward
@@ -1041,19 +1056,8 @@ mod tests {
             let key =
                 KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Add, true)
                     .unwrap();
-            let (plan, params, order) = bind_apply(key, data, indices);
-            let nest = plan.pass(PassKind::Apply).unwrap();
-            let layout = ParamLayout::of(nest);
-            on_threads(threads, || {
-                split(
-                    &key,
-                    nest,
-                    &layout,
-                    (&params, &order),
-                    variant_of(&layout, &key, &params, &order),
-                )
-            })
-            .map(|s| (s.level, s.chunks, s.align))
+            apply_split(threads, key, bind_apply(key, data, indices))
+                .map(|s| (s.level, s.chunks, s.align))
         };
         // Rows of 64 i64 indices (512 bytes, the widest access): chunks of two cache lines
         // of it, starting on a line of the f32 output they write.
@@ -1077,19 +1081,8 @@ mod tests {
             let key =
                 KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, reduction, true).unwrap();
             let (data, indices) = ([4096, width], [65536, width]);
-            let (plan, params, order) = bind_apply_strided(key, &data, &indices, &[1, 0]);
-            let nest = plan.pass(PassKind::Apply).unwrap();
-            let layout = ParamLayout::of(nest);
-            on_threads(threads, || {
-                split(
-                    &key,
-                    nest,
-                    &layout,
-                    (&params, &order),
-                    variant_of(&layout, &key, &params, &order),
-                )
-            })
-            .map(|s| (s.level, s.chunks))
+            let bound = bind_apply_strided(key, &data, &indices, &[1, 0]);
+            apply_split(threads, key, bound).map(|s| (s.level, s.chunks))
         };
         // Rows of 64 f32 (256 bytes): two chunks, on any pool.
         assert_eq!(split_of(Reduction::Max, 2, 64), Some((1, 2)));
