@@ -869,7 +869,7 @@ impl Kernel {
             pointers: pointers(ops),
             params,
         };
-        // Buckets serve long passes (see `Kernel::sorted`).
+        // Rayon's hand-off: the buckets were not measured with the caller helping.
         threads::try_each(buckets.len(), false, |b| {
             call.run_listed(layout, buckets, b)
         })
