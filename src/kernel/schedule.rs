@@ -54,24 +54,26 @@ const ROW_UNITS: i64 = 8;
 /// Bytes of a copied row per unit of work.
 const BYTES_PER_UNIT: i64 = 16;
 
-/// The work of copying `rows` rows of `row_bytes` contiguous bytes each, in the units of
-/// [`splits_from`] (one for an element picked): [`ROW_UNITS`] a row and one per
-/// [`BYTES_PER_UNIT`] bytes. Gathers of whole f32 rows from the second-level cache, one
+/// The work of copying `rows` rows of `row_len` contiguous elements of `size` bytes each,
+/// in the units of [`splits_from`] (one for an element picked): [`ROW_UNITS`] a row and one
+/// per [`BYTES_PER_UNIT`] bytes, or one an element where that is less (rows of a few
+/// elements: f32 rows under about 40 bytes). Gathers of whole f32 rows from the second-level cache, one
 /// thread, 2-vCPU Xeon, 2026-11-29: 4-6 ns a row of 16 or 64 bytes, 14 of 256, 37-46 of 1
 /// KiB, 122-150 of 4 KiB, 460-550 of 16 KiB (about 4 ns and 32 bytes a ns), where picks
 /// along the last axis took 0.5-0.8 ns an element (BENCHMARKS.md, "Whole rows counted by
-/// their bytes").
-fn row_work(rows: i64, row_bytes: i64) -> i64 {
-    rows.saturating_mul(ROW_UNITS.saturating_add(row_bytes / BYTES_PER_UNIT))
+/// their bytes"). Weighed by their rows, narrow rows split sooner and slower: 8,192 rows
+/// of 16 bytes (32 KiB, 30-47 us on one thread) took 97-111 us on two threads against
+/// 30-52 unsplit.
+fn row_work(rows: i64, row_len: i64, size: i64) -> i64 {
+    let bytes = row_len.saturating_mul(size);
+    let by_rows = rows.saturating_mul(ROW_UNITS.saturating_add(bytes / BYTES_PER_UNIT));
+    by_rows.min(rows.saturating_mul(row_len))
 }
 
 /// The work of `nest` bound to `params` in `variant`, in the units of [`splits_from`]: one
 /// a loop step (an element picked or combined), or where it copies whole rows (it
 /// assigns, its innermost loop is contiguous and no index moves along it: Gather's rows,
-/// a copy) their [`row_work`] if that is less. Rows narrower than about 40 bytes keep
-/// their elements' weight: weighed by their rows they split sooner, and 8,192 rows of 16
-/// bytes (32 KiB, 30-47 us on one thread) took 97-111 us on two threads against 30-52
-/// unsplit (2-vCPU Xeon, 2026-11-29). `None` where the dims' product overflows.
+/// a copy) their [`row_work`]. `None` where the dims' product overflows.
 pub(super) fn pass_work(
     key: &KernelKey,
     nest: &LoopNest,
@@ -95,8 +97,8 @@ pub(super) fn pass_work(
     if !copies_rows || dims[inner] == 0 {
         return Some(steps);
     }
-    let row_bytes = dims[inner].saturating_mul(key.dtype().size() as i64);
-    Some(steps.min(row_work(steps / dims[inner], row_bytes)))
+    let size = key.dtype().size() as i64;
+    Some(row_work(steps / dims[inner], dims[inner], size))
 }
 
 /// The fewest threads per position before the axis that the engine spreads buckets over
@@ -142,9 +144,9 @@ const CALLER_HELPS_BELOW: i64 = 1 << 21;
 
 /// Whether a caller outside every pool takes chunks of a pass of `work` units split over
 /// `threads` threads. It saves the pool's wake-ups (a split of 2^16 picks along the last
-/// axis, two threads, 2-vCPU Xeon: 33-36 us instead of 52-121; one thread 51), but a
-/// helper the system starts late leaves its chunks to the caller: a late helper, now and
-/// then milliseconds late, cost longer passes more than the wake-ups it saves
+/// axis, two threads, 2-vCPU Xeon: 21.7-31.7 us instead of 70.0-93.0; one thread 50.7),
+/// but a helper the system starts late leaves its chunks to the caller: a late helper, now
+/// and then milliseconds late, cost longer passes more than the wake-ups it saves
 /// (GatherElements of [2048, 4096] f32 and the f32 shuffle of the suite, two threads:
 /// medians of nine 10.65 and 5.98 ms with the caller helping, 9.06 and 4.75 without).
 fn caller_helps(work: i64, threads: usize) -> bool {
@@ -611,8 +613,9 @@ impl Kernel {
             product(&data_shape[..axis]),
             product(&data_shape[axis + 1..]),
         );
+        let rows = before.saturating_mul(indices);
         let out = match key.kind() {
-            // Narrow rows run in blocks, whose table picks each unit of a row alone.
+            // Whole rows, as a split weighs them.
             OpKind::Gather
                 if after > 1
                     && !self.takes_blocks(
@@ -622,14 +625,15 @@ impl Kernel {
                         &tensor::row_major(indices_shape),
                     ) =>
             {
-                let rows = before.saturating_mul(indices);
-                let row_bytes = after.saturating_mul(key.dtype().size());
                 let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-                let rows_work = row_work(as_i64(rows), as_i64(row_bytes));
-                rows.saturating_mul(after)
-                    .min(usize::try_from(rows_work).unwrap_or(usize::MAX))
+                let size = key.dtype().size() as i64;
+                let work = row_work(as_i64(rows), as_i64(after), size);
+                usize::try_from(work).unwrap_or(usize::MAX)
             }
-            OpKind::Gather => before.saturating_mul(indices),
+            // Picks, and narrow rows that run in blocks, weigh their elements (the blocks'
+            // units of up to 16 bytes may weigh less: then a hand-off the library does not
+            // split, as before `Kernel::work`).
+            OpKind::Gather => rows.saturating_mul(after),
             OpKind::GatherElements => indices,
             OpKind::ScatterElements => product(data_shape),
         };
@@ -1156,6 +1160,13 @@ mod tests {
             let (work, _, said) = gather_work(1, data, indices, axis);
             assert_eq!(said as i64, work, "{data:?} {indices:?} {axis}");
         }
+        // Narrow rows that run in blocks (picks of 16 bytes) weigh their elements.
+        let key = KernelKey::gather(DType::F32, DType::I64, 3, 1, 1).unwrap();
+        let kernel = Kernel::compile(key).unwrap();
+        let (data, indices) = ([4096, 64, 4], [2]);
+        let (ds, is) = (row_major(&data), row_major(&indices));
+        assert!(kernel.takes_blocks(&data, &ds, &indices, &is));
+        assert_eq!(kernel.work(&data, &indices), 4096 * 2 * 4);
     }
 
     #[test]
