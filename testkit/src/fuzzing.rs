@@ -596,39 +596,26 @@ pub fn agree(
 
     // 1. Out of place on the views, on one thread and split over three: bit-identical.
     let one = pools()[0].install(|| kernel.run(data, indices, updates));
-    let three = pools()[1].install(|| kernel.run(data, indices, updates));
-    match (&one, &three) {
-        (Ok(a), Ok(b)) if a.bytes() == b.bytes() => {}
-        (Err(a), Err(b)) if a == b => {}
-        _ => return Err(format!("{key}: 3 threads gave {three:?}, 1 thread {one:?}")),
-    }
+    // The same bytes, or the same error, as on one thread.
+    let same = |got: &scatterjit::Result<Tensor>, what: &str| match (&one, got) {
+        (Ok(a), Ok(b)) if a.bytes() == b.bytes() => Ok(()),
+        (Err(a), Err(b)) if a == b => Ok(()),
+        _ => Err(format!("{key}: {what} gave {got:?}, 1 thread {one:?}")),
+    };
+    same(
+        &pools()[1].install(|| kernel.run(data, indices, updates)),
+        "3 threads",
+    )?;
     agree_with("kernel.run", one.clone())?;
     // From this thread: outside every pool (as a test or fuzz target calls it), the caller
     // takes chunks beside the global pool's threads (three where `pools` set them).
-    let here = kernel.run(data, indices, updates);
-    match (&one, &here) {
-        (Ok(a), Ok(b)) if a.bytes() == b.bytes() => {}
-        (Err(a), Err(b)) if a == b => {}
-        _ => {
-            return Err(format!(
-                "{key}: this thread gave {here:?}, 1 thread {one:?}"
-            ))
-        }
-    }
+    same(&kernel.run(data, indices, updates), "this thread")?;
 
     // 1b. The same on the `Strided` code calls run before their passes specialize.
     let plain = unspecialized(&key).map_err(|e| format!("compile {key}: {e}"))?;
     for pool in pools() {
         let got = pool.install(|| plain.run(data, indices, updates));
-        match (&one, &got) {
-            (Ok(a), Ok(b)) if a.bytes() == b.bytes() => {}
-            (Err(a), Err(b)) if a == b => {}
-            _ => {
-                return Err(format!(
-                    "{key}: the Strided code gave {got:?}, the specialized {one:?}"
-                ))
-            }
-        }
+        same(&got, "the Strided code")?;
     }
 
     // 2. Into a strided, garbage-filled output buffer.
