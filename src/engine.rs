@@ -17,7 +17,9 @@
 //! normalized destination as a u32 *key*, which the passes read instead of the index: one
 //! dense 4-byte read per slice, where a dense index would be one line of its own per slice.
 
-use rayon::prelude::*;
+use std::convert::Infallible;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
 use scatterjit_ir::{DType, Element, OpKind, Result};
 
 use crate::alloc;
@@ -105,12 +107,14 @@ enum Slices<'a> {
 /// The keys of the slices of `indices` along `axis` into a destination of `size` along the
 /// axis, and with `target`, their lists in about that many buckets; `None` if the index is
 /// not uniform per slice (by layout or by value), holds a bad index, or `size` is past
-/// 2^32 (keys are u32).
+/// 2^32 (keys are u32). With `caller_helps`, a caller outside every pool runs chunks of
+/// each pass too (`threads::try_each`), as for a short pass of the call.
 pub(crate) fn sort<'a>(
     indices: &'a TensorView<'a>,
     axis: usize,
     size: usize,
     target: Option<usize>,
+    caller_helps: bool,
 ) -> Option<Sorted> {
     let shape = indices.shape();
     let strides = indices.strides();
@@ -149,36 +153,38 @@ pub(crate) fn sort<'a>(
     let chunks = (available * 4).min(slices);
     let chunk_len = slices.div_ceil(chunks);
     let mut keys = alloc::reused(OpKind::ScatterElements, slices * KEY).ok()?;
-    let count = |(c, keys): (usize, &mut [u8])| {
+    // Each chunk's part of the keys and, once counted, its counts per range; locked once
+    // each, by the chunk's one run.
+    let key_chunks: Vec<Mutex<&mut [u8]>> =
+        keys.chunks_mut(chunk_len * KEY).map(Mutex::new).collect();
+    let chunk_counts: Vec<OnceLock<Vec<usize>>> =
+        key_chunks.iter().map(|_| OnceLock::new()).collect();
+    let count = |c: usize| {
+        let mut keys = key_chunks[c].lock().unwrap_or_else(PoisonError::into_inner);
         let mut counters = Padded::new(std::iter::repeat_n(0usize, ranges));
         let counts = counters.items();
         // `move`: the shift in a register, not read through a reference per slice.
         let tally = move |k: usize| counts[k >> shift] += 1;
         scatterjit_ir::match_integer!(
             indices.dtype(),
-            T => key_chunk::<T>(&layout, c * chunk_len, keys, size, tally)?,
+            T => key_chunk::<T>(&layout, c * chunk_len, &mut keys, size, tally).ok_or(())?,
             _ => unreachable!("validation admits only integer index dtypes"),
         );
-        Some(counters.items().to_vec())
+        chunk_counts[c].get_or_init(|| counters.items().to_vec());
+        Ok::<(), ()>(())
     };
-    let counts: Option<Vec<Vec<usize>>> = match available > 1 {
-        true => keys
-            .par_chunks_mut(chunk_len * KEY)
-            .enumerate()
-            .map(count)
-            .collect(),
-        false => keys
-            .chunks_mut(chunk_len * KEY)
-            .enumerate()
-            .map(count)
-            .collect(),
-    };
+    let counted = threads::try_each(key_chunks.len(), caller_helps, count);
+    drop(key_chunks);
     // From here on the keys go back to the pool with `sorted`, declined or not.
     let mut sorted = Sorted {
         keys,
         buckets: None,
     };
-    let counts = counts?;
+    counted.ok()?;
+    let counts: Vec<Vec<usize>> = chunk_counts
+        .into_iter()
+        .map(|counts| counts.into_inner().expect("every chunk counted"))
+        .collect();
     if target.is_none() {
         return Some(sorted);
     }
@@ -219,8 +225,11 @@ pub(crate) fn sort<'a>(
     let keys = &sorted.keys;
     // Each chunk's runs are exactly its slices per bucket: each slice takes the first
     // entry left of its bucket's run.
-    let place = |(c, runs): (usize, &mut Vec<&mut [u8]>)| {
-        let mut cursors = Padded::new(runs.drain(..));
+    // Locked once each, by the chunk's one run.
+    let runs: Vec<Mutex<Vec<&mut [u8]>>> = runs.into_iter().map(Mutex::new).collect();
+    let place = |c: usize| {
+        let mut own = runs[c].lock().unwrap_or_else(PoisonError::into_inner);
+        let mut cursors = Padded::new(own.drain(..));
         let runs = cursors.items();
         let first = c * chunk_len;
         let end = (first + chunk_len).min(slices);
@@ -231,11 +240,10 @@ pub(crate) fn sort<'a>(
             entry.copy_from_slice(&(e as i64).to_ne_bytes());
             *run = rest;
         }
+        Ok::<(), Infallible>(())
     };
-    match available > 1 {
-        true => runs.par_iter_mut().enumerate().for_each(place),
-        false => runs.iter_mut().enumerate().for_each(place),
-    }
+    let Ok(()) = threads::try_each(runs.len(), caller_helps, place);
+    drop(runs);
     sorted.buckets = Some(Buckets { rows, starts });
     Some(sorted)
 }
@@ -403,13 +411,13 @@ mod tests {
             .flat_map(|k| k.to_le_bytes())
             .collect();
         let view = TensorView::new(DType::I64, &[6, 3], &[1, 0], 0, &column).unwrap();
-        let sorted = sort(&view, 0, 8, Some(4)).unwrap();
+        let sorted = sort(&view, 0, 8, Some(4), false).unwrap();
         // -1 is 7; each bucket lists its slices in increasing order.
         assert_eq!(keys_of(&sorted), [5, 0, 7, 5, 1, 4]);
         // Buckets of about equal counts: keys 0 and 1, 4, 5 twice, 7.
         assert_eq!(rows_of(&sorted), [vec![1, 4], vec![5], vec![0, 3], vec![2]]);
         // Without a target, only the keys.
-        let sorted = sort(&view, 0, 8, None).unwrap();
+        let sorted = sort(&view, 0, 8, None, false).unwrap();
         assert!(sorted.buckets.is_none());
         assert_eq!(keys_of(&sorted), [5, 0, 7, 5, 1, 4]);
         let keys = sorted.keys_view(&[6, 3], 0).unwrap();
@@ -417,8 +425,8 @@ mod tests {
         // A bad index declines.
         let bad: Vec<u8> = [5i64, 8].iter().flat_map(|k| k.to_le_bytes()).collect();
         let view = TensorView::new(DType::I64, &[2, 3], &[1, 0], 0, &bad).unwrap();
-        assert!(sort(&view, 0, 8, Some(4)).is_none());
-        assert!(sort(&view, 0, 8, None).is_none());
+        assert!(sort(&view, 0, 8, Some(4), false).is_none());
+        assert!(sort(&view, 0, 8, None, false).is_none());
     }
 
     #[test]
@@ -429,7 +437,7 @@ mod tests {
         let column: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
         let view = TensorView::new(DType::I64, &[4000, 8], &[1, 0], 0, &column).unwrap();
         for wanted in [2, 3, 7] {
-            let sorted = sort(&view, 0, 50_000, Some(wanted)).unwrap();
+            let sorted = sort(&view, 0, 50_000, Some(wanted), false).unwrap();
             let rows = rows_of(&sorted);
             assert_eq!(rows.len(), wanted);
             for bucket in &rows {
@@ -448,7 +456,7 @@ mod tests {
         // One destination for every slice: one bucket holds them all.
         let column = 3i64.to_le_bytes();
         let view = TensorView::new(DType::I64, &[4000, 8], &[0, 0], 0, &column).unwrap();
-        let rows = rows_of(&sort(&view, 0, 50_000, Some(4)).unwrap());
+        let rows = rows_of(&sort(&view, 0, 50_000, Some(4), false).unwrap());
         assert_eq!(rows.iter().filter(|b| !b.is_empty()).count(), 1);
     }
 
@@ -456,13 +464,13 @@ mod tests {
     fn dense_rows_must_be_uniform() {
         let rows = [2u8, 2, 2, 0, 0, 0, 1, 1, 1];
         let view = TensorView::new(DType::U8, &[3, 3], &[3, 1], 0, &rows).unwrap();
-        let sorted = sort(&view, 0, 3, Some(3)).unwrap();
+        let sorted = sort(&view, 0, 3, Some(3), false).unwrap();
         assert_eq!(keys_of(&sorted), [2, 0, 1]);
         assert_eq!(rows_of(&sorted), [vec![1], vec![2], vec![0]]);
         let mixed = [2u8, 2, 2, 0, 1, 0, 1, 1, 1];
         let view = TensorView::new(DType::U8, &[3, 3], &[3, 1], 0, &mixed).unwrap();
-        assert!(sort(&view, 0, 3, Some(3)).is_none());
-        assert!(sort(&view, 0, 3, None).is_none());
+        assert!(sort(&view, 0, 3, Some(3), false).is_none());
+        assert!(sort(&view, 0, 3, None, false).is_none());
         assert!(uniform(&[7, 0], &[7, 0, 7, 0, 7, 0, 7, 0, 7, 0]));
         assert!(!uniform(&[7, 0], &[7, 0, 7, 0, 7, 0, 7, 0, 7, 1]));
     }
@@ -471,7 +479,7 @@ mod tests {
     fn destinations_past_u32_decline() {
         let column = 0i64.to_le_bytes();
         let view = TensorView::new(DType::I64, &[1, 3], &[1, 0], 0, &column).unwrap();
-        assert!(sort(&view, 0, (1 << 32) + 1, None).is_none());
-        assert!(sort(&view, 0, 1 << 32, None).is_some());
+        assert!(sort(&view, 0, (1 << 32) + 1, None, false).is_none());
+        assert!(sort(&view, 0, 1 << 32, None, false).is_some());
     }
 }

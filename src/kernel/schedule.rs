@@ -709,7 +709,8 @@ impl Kernel {
             false if by_layout => return None,
             false => None,
         };
-        engine::sort(indices, axis, data_shape[axis], target)
+        let helps = caller_helps(work as i64, threads);
+        engine::sort(indices, axis, data_shape[axis], target, helps)
     }
 
     /// Fills the parameter block of `pass` from the operands' shapes and strides and calls it,
@@ -873,8 +874,10 @@ impl Kernel {
             pointers: pointers(ops),
             params,
         };
-        // Rayon's hand-off: the buckets were not measured with the caller helping.
-        threads::try_each(buckets.len(), false, |b| {
+        let work =
+            pass_work(&self.plan.key, nest, layout, &call.params, variant).unwrap_or(i64::MAX);
+        let helps = caller_helps(work, threads::available());
+        threads::try_each(buckets.len(), helps, |b| {
             call.run_listed(layout, buckets, b)
         })
         .map_err(|counters| Stop::BadIndex(domain_position(counters, &order)))
