@@ -47,33 +47,51 @@ pub fn splits_from() -> usize {
     2 * parallel_grain() as usize
 }
 
-/// The units of work of a whole row a pass copies, besides its bytes: reading, checking
-/// and turning its index into an address, and starting the copy.
+/// The units of work of a whole row a pass combines, besides its bytes: reading, checking
+/// and turning its index into an address, and starting the row.
 const ROW_UNITS: i64 = 8;
 
-/// Bytes of a copied row per unit of work.
-const BYTES_PER_UNIT: i64 = 16;
+/// Bytes a row's combine moves through memory (each row read or written counts its
+/// bytes once) per unit of work: a copied row's 16 bytes, read and written.
+const MOVED_PER_UNIT: i64 = 32;
 
-/// The work of copying `rows` rows of `row_len` contiguous elements of `size` bytes each,
-/// in the units of [`splits_from`] (one for an element picked): [`ROW_UNITS`] a row and one
-/// per [`BYTES_PER_UNIT`] bytes, or one an element where that is less (rows of a few
-/// elements: f32 rows under about 40 bytes). Gathers of whole f32 rows from the second-level cache, one
-/// thread, 2-vCPU Xeon, 2026-11-29: 4-6 ns a row of 16 or 64 bytes, 14 of 256, 37-46 of 1
-/// KiB, 122-150 of 4 KiB, 460-550 of 16 KiB (about 4 ns and 32 bytes a ns), where picks
-/// along the last axis took 0.5-0.8 ns an element (BENCHMARKS.md, "Whole rows counted by
-/// their bytes"). Weighed by their rows, narrow rows split sooner and slower: 8,192 rows
-/// of 16 bytes (32 KiB, 30-47 us on one thread) took 97-111 us on two threads against
-/// 30-52 unsplit.
-fn row_work(rows: i64, row_len: i64, size: i64) -> i64 {
-    let bytes = row_len.saturating_mul(size);
-    let by_rows = rows.saturating_mul(ROW_UNITS.saturating_add(bytes / BYTES_PER_UNIT));
+/// How many times a pass that combines whole rows moves each row's bytes: a copy reads
+/// the source row and writes the destination row; a reduction (`mean`'s sums included)
+/// also reads the destination row. `None` for mean's start and finish, which read no
+/// index. Reductions measured 1.1-1.5x a copy's time per row for add and 2-2.4x for
+/// max, 1.8-2.2x for mean (f32 rows of 256 bytes to 4 KiB through an expanded index, one
+/// thread, 2-vCPU Xeon, 2026-11-29; BENCHMARKS.md, "Whole rows combined"): the weight
+/// errs low for max and mean, which then split later rather than sooner.
+fn row_moves(combine: Combine) -> Option<i64> {
+    match combine {
+        Combine::Assign => Some(2),
+        Combine::Reduce(_) | Combine::Accumulate(_) => Some(3),
+        Combine::Start(_) | Combine::Finish { .. } => None,
+    }
+}
+
+/// The work of combining `rows` rows of `row_len` contiguous elements of `size` bytes
+/// each, moving each row's bytes `moves` times ([`row_moves`]), in the units of
+/// [`splits_from`] (one for an element picked): [`ROW_UNITS`] a row and one per
+/// [`MOVED_PER_UNIT`] bytes moved, or one an element where that is less (rows of a few
+/// elements: f32 rows under about 40 bytes). Gathers of whole f32 rows from the
+/// second-level cache, one thread, 2-vCPU Xeon, 2026-11-29: 4-6 ns a row of 16 or 64
+/// bytes, 14 of 256, 37-46 of 1 KiB, 122-150 of 4 KiB, 460-550 of 16 KiB (about 4 ns and
+/// 32 bytes a ns), where picks along the last axis took 0.5-0.8 ns an element
+/// (BENCHMARKS.md, "Whole rows counted by their bytes"). Weighed by their rows, narrow
+/// rows split sooner and slower: 8,192 rows of 16 bytes (32 KiB, 30-47 us on one thread)
+/// took 97-111 us on two threads against 30-52 unsplit.
+fn row_work(rows: i64, row_len: i64, size: i64, moves: i64) -> i64 {
+    let moved = row_len.saturating_mul(size).saturating_mul(moves);
+    let by_rows = rows.saturating_mul(ROW_UNITS.saturating_add(moved / MOVED_PER_UNIT));
     by_rows.min(rows.saturating_mul(row_len))
 }
 
 /// The work of `nest` bound to `params` in `variant`, in the units of [`splits_from`]: one
-/// a loop step (an element picked or combined), or where it copies whole rows (it
-/// assigns, its innermost loop is contiguous and no index moves along it: Gather's rows,
-/// a copy) their [`row_work`]. `None` where the dims' product overflows.
+/// a loop step (an element picked or combined), or where it combines whole rows (its
+/// innermost loop is contiguous and no index moves along it: Gather's rows, a copy, a
+/// scatter through a broadcast index or the engine's keys) their [`row_work`]. `None`
+/// where the dims' product overflows.
 pub(super) fn pass_work(
     key: &KernelKey,
     nest: &LoopNest,
@@ -85,20 +103,20 @@ pub(super) fn pass_work(
     let dims = &params[..depth];
     let steps = dims.iter().try_fold(1i64, |acc, &d| acc.checked_mul(d))?;
     let inner = depth.checked_sub(1)?;
-    let copies_rows = nest.combine == Combine::Assign
-        && matches!(
-            variant,
-            Variant::Contiguous | Variant::Broadcast(_) | Variant::Streamed
-        )
-        && layout
-            .accesses
-            .iter()
-            .all(|a| a.operand != Operand::Indices || params[a.strides_at + inner] == 0);
-    if !copies_rows || dims[inner] == 0 {
-        return Some(steps);
+    let whole_rows = matches!(
+        variant,
+        Variant::Contiguous | Variant::Broadcast(_) | Variant::Streamed
+    ) && layout
+        .accesses
+        .iter()
+        .all(|a| a.operand != Operand::Indices || params[a.strides_at + inner] == 0);
+    match row_moves(nest.combine) {
+        Some(moves) if whole_rows && dims[inner] != 0 => {
+            let size = key.dtype().size() as i64;
+            Some(row_work(steps / dims[inner], dims[inner], size, moves))
+        }
+        _ => Some(steps),
     }
-    let size = key.dtype().size() as i64;
-    Some(row_work(steps / dims[inner], dims[inner], size))
 }
 
 /// The fewest threads per position before the axis that the engine spreads buckets over
@@ -152,6 +170,15 @@ const CALLER_HELPS_BELOW: i64 = 1 << 21;
 fn caller_helps(work: i64, threads: usize) -> bool {
     work / (threads.max(1) as i64) < CALLER_HELPS_BELOW
 }
+
+/// How many times the ordinary pass's work a listed pass's rows cost: a bucket reads its
+/// rows through its list, with gaps, and prefetches each. F32 slices of 256 bytes through
+/// an expanded index, one thread, 2-vCPU Xeon, 2026-11-29: 4,096 of them 148 us on the
+/// engine against 74 on the ordinary pass (callgrind: 1.7x the instructions, the sort's
+/// and the prefetch helper's included). Counted so, 65,536 such slices on two threads
+/// keep rayon's hand-off (each bucket about a millisecond): the caller's chunks ran them
+/// 1.1-1.4x slower (medians of five alternations, BENCHMARKS.md).
+const LISTED_COST: i64 = 2;
 
 impl Split {
     /// Counters from the split loop's first to the first at which the aligned access
@@ -627,7 +654,11 @@ impl Kernel {
             {
                 let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
                 let size = key.dtype().size() as i64;
-                let work = row_work(as_i64(rows), as_i64(after), size);
+                let moves = self
+                    .plan
+                    .pass(PassKind::Apply)
+                    .and_then(|apply| row_moves(apply.combine));
+                let work = row_work(as_i64(rows), as_i64(after), size, moves.unwrap_or(2));
                 usize::try_from(work).unwrap_or(usize::MAX)
             }
             // Picks, and narrow rows that run in blocks, weigh their elements (the blocks'
@@ -703,7 +734,17 @@ impl Kernel {
         // the engine pays off only with as many more threads again.
         let by_layout = engine::uniform_by_layout(indices, axis);
         let least = ENGINE_THREADS.load(Ordering::Relaxed);
-        let spread = threads as u64 >= (least as u64).saturating_mul(outer as u64);
+        // Buckets repay their sort and hand-offs only where the apply would split: its rows
+        // (the dims after the axis end in the last) weigh what the ordinary split weighs.
+        let row_len = shape[shape.len() - 1];
+        let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let apply = self.plan.pass(PassKind::Apply)?;
+        let apply_work = row_moves(apply.combine).map_or(as_i64(work), |moves| {
+            let size = key.dtype().size() as i64;
+            row_work(as_i64(work / row_len), as_i64(row_len), size, moves)
+        });
+        let spread = apply_work >= as_i64(splits_from())
+            && threads as u64 >= (least as u64).saturating_mul(outer as u64);
         let target = match spread {
             true => Some(BUCKETS_PER_THREAD * threads),
             false if by_layout => return None,
@@ -874,8 +915,8 @@ impl Kernel {
             pointers: pointers(ops),
             params,
         };
-        let work =
-            pass_work(&self.plan.key, nest, layout, &call.params, variant).unwrap_or(i64::MAX);
+        let work = pass_work(&self.plan.key, nest, layout, &call.params, variant)
+            .map_or(i64::MAX, |work| work.saturating_mul(LISTED_COST));
         let helps = caller_helps(work, threads::available());
         threads::try_each(buckets.len(), helps, |b| {
             call.run_listed(layout, buckets, b)
@@ -1170,6 +1211,41 @@ mod tests {
         let (ds, is) = (row_major(&data), row_major(&indices));
         assert!(kernel.takes_blocks(&data, &ds, &indices, &is));
         assert_eq!(kernel.work(&data, &indices), 4096 * 2 * 4);
+    }
+
+    #[test]
+    fn rows_combined_through_a_broadcast_index_count_their_bytes() {
+        // The apply's work and whether the engine lists buckets on two threads, for a
+        // scatter of `rows` rows of 64 f32 (256 bytes) along axis 0 into `rows / 4`.
+        let decide = |reduction: Reduction, rows: usize, expanded: bool| {
+            let key =
+                KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, reduction, true).unwrap();
+            let shape = [rows, 64];
+            let strides = if expanded {
+                vec![1, 0]
+            } else {
+                row_major(&shape)
+            };
+            let (plan, params, order) = bind_apply_strided(key, &[rows / 4, 64], &shape, &strides);
+            let nest = plan.pass(PassKind::Apply).unwrap();
+            let layout = ParamLayout::of(nest);
+            let variant = variant_of(&layout, &key, &params, &order);
+            let work = pass_work(&key, nest, &layout, &params, variant).unwrap();
+            let kernel = Kernel::compile(key).unwrap();
+            let idx = vec![0u8; rows * 64 * 8];
+            let view = TensorView::new(DType::I64, &shape, &strides, 0, &idx).unwrap();
+            let sorted = on_threads(2, || kernel.sorted(&[rows / 4, 64], &view));
+            (work, sorted.is_some_and(|s| s.buckets.is_some()))
+        };
+        // A reduction moves each row's bytes three times: 8 units and 256 * 3 / 32 a row.
+        // 1,024 rows weigh less than a split's 2^16 (as 2^16 elements they weighed more):
+        // no buckets. 4,096 rows weigh more.
+        assert_eq!(decide(Reduction::Add, 1024, true), (1024 * (8 + 24), false));
+        assert_eq!(decide(Reduction::Max, 4096, true), (4096 * (8 + 24), true));
+        // A copy (`none`) moves them twice.
+        assert_eq!(decide(Reduction::None, 4096, true).0, 4096 * (8 + 16));
+        // A materialized index moves along the row: its elements, which weigh more.
+        assert_eq!(decide(Reduction::Add, 1024, false).0, 1024 * 64);
     }
 
     #[test]
