@@ -133,7 +133,7 @@ impl Lowering<'_, '_> {
     }
 
     /// Entry `j` of the row list at `list`: the position of a listed pass's `j`th row.
-    fn listed_position(&mut self, list: Value, j: Value) -> Value {
+    pub(super) fn listed_position(&mut self, list: Value, j: Value) -> Value {
         let offset = self.b.ins().ishl_imm_s(j, 3);
         let at = self.b.ins().iadd(list, offset);
         // The list is the engine's own buffer: aligned and valid for `dim_0` entries.
