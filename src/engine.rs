@@ -224,8 +224,7 @@ pub(crate) fn sort<'a>(
     starts.push(slices);
     let keys = &sorted.keys;
     // Each chunk's runs are exactly its slices per bucket: each slice takes the first
-    // entry left of its bucket's run.
-    // Locked once each, by the chunk's one run.
+    // entry left of its bucket's run. Each chunk's runs are locked once, by its one run.
     let runs: Vec<Mutex<Vec<&mut [u8]>>> = runs.into_iter().map(Mutex::new).collect();
     let place = |c: usize| {
         let mut own = runs[c].lock().unwrap_or_else(PoisonError::into_inner);
