@@ -60,8 +60,9 @@ const MOVED_PER_UNIT: i64 = 32;
 /// also reads the destination row. `None` for mean's start and finish, which read no
 /// index. Reductions measured 1.1-1.5x a copy's time per row for add and 2-2.4x for
 /// max, 1.8-2.2x for mean (f32 rows of 256 bytes to 4 KiB through an expanded index, one
-/// thread, 2-vCPU Xeon, 2026-11-29; BENCHMARKS.md, "Whole rows combined"): the weight
-/// errs low for max and mean, which then split later rather than sooner.
+/// thread, 2-vCPU Xeon, 2026-11-29; BENCHMARKS.md, "Mid-size GNN scatters on two
+/// threads"): the weight errs low for max and mean, which then split later rather than
+/// sooner.
 fn row_moves(combine: Combine) -> Option<i64> {
     match combine {
         Combine::Assign => Some(2),
@@ -171,13 +172,13 @@ fn caller_helps(work: i64, threads: usize) -> bool {
     work / (threads.max(1) as i64) < CALLER_HELPS_BELOW
 }
 
-/// How many times the ordinary pass's work a listed pass's rows cost: a bucket reads its
-/// rows through its list, with gaps, and prefetches each. F32 slices of 256 bytes through
-/// an expanded index, one thread, 2-vCPU Xeon, 2026-11-29: 4,096 of them 148 us on the
-/// engine against 74 on the ordinary pass (callgrind: 1.7x the instructions, the sort's
-/// and the prefetch helper's included). Counted so, 65,536 such slices on two threads
-/// keep rayon's hand-off (each bucket about a millisecond): the caller's chunks ran them
-/// 1.1-1.4x slower (medians of five alternations, BENCHMARKS.md).
+/// How many times the ordinary pass's work a listed pass's rows cost, for the caller's
+/// chunks: a bucket reads its rows through its list, with gaps, and prefetches them where
+/// they span past the second-level cache. F32 slices of 256 bytes through an expanded
+/// index, one thread, 2-vCPU Xeon, 2026-11-29: 4,096 of them (no prefetch) 1.2-1.8x the
+/// ordinary pass's time on the engine, the sort included. Counted so, 65,536 such slices
+/// (prefetched) on two threads keep rayon's hand-off, each bucket about a millisecond: the
+/// caller's chunks ran them 1.1-1.4x slower (medians of five alternations, BENCHMARKS.md).
 const LISTED_COST: i64 = 2;
 
 impl Split {
@@ -654,11 +655,9 @@ impl Kernel {
             {
                 let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
                 let size = key.dtype().size() as i64;
-                let moves = self
-                    .plan
-                    .pass(PassKind::Apply)
-                    .and_then(|apply| row_moves(apply.combine));
-                let work = row_work(as_i64(rows), as_i64(after), size, moves.unwrap_or(2));
+                let apply = self.plan.pass(PassKind::Apply).expect("every plan applies");
+                let moves = row_moves(apply.combine).expect("a Gather's apply assigns");
+                let work = row_work(as_i64(rows), as_i64(after), size, moves);
                 usize::try_from(work).unwrap_or(usize::MAX)
             }
             // Picks, and narrow rows that run in blocks, weigh their elements (the blocks'
