@@ -181,6 +181,13 @@ fn caller_helps(work: i64, threads: usize) -> bool {
 /// caller's chunks ran them 1.1-1.4x slower (medians of five alternations, BENCHMARKS.md).
 const LISTED_COST: i64 = 2;
 
+/// [`caller_helps`] for the engine's steps of a call whose listed apply weighs `work`
+/// ([`pass_work`]'s weight on the ordinary pass): the sort's two passes and the buckets
+/// decide alike, by the buckets' cost.
+fn listed_caller_helps(work: i64, threads: usize) -> bool {
+    caller_helps(work.saturating_mul(LISTED_COST), threads)
+}
+
 impl Split {
     /// Counters from the split loop's first to the first at which the aligned access
     /// starts a cache line, with the operands' base addresses `pointers`: chunks start
@@ -749,7 +756,7 @@ impl Kernel {
             false if by_layout => return None,
             false => None,
         };
-        let helps = caller_helps(work as i64, threads);
+        let helps = listed_caller_helps(apply_work, threads);
         engine::sort(indices, axis, data_shape[axis], target, helps)
     }
 
@@ -914,9 +921,9 @@ impl Kernel {
             pointers: pointers(ops),
             params,
         };
-        let work = pass_work(&self.plan.key, nest, layout, &call.params, variant)
-            .map_or(i64::MAX, |work| work.saturating_mul(LISTED_COST));
-        let helps = caller_helps(work, threads::available());
+        let work =
+            pass_work(&self.plan.key, nest, layout, &call.params, variant).unwrap_or(i64::MAX);
+        let helps = listed_caller_helps(work, threads::available());
         threads::try_each(buckets.len(), helps, |b| {
             call.run_listed(layout, buckets, b)
         })

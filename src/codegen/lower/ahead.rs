@@ -172,13 +172,7 @@ impl Lowering<'_, '_> {
         } else {
             FROM_SOURCE
         };
-        // The host's own aligned static, valid for the life of the process.
-        let from_bytes = self.b.ins().load(
-            types::I64,
-            MemFlagsData::trusted(),
-            thresholds,
-            8 * slot as i32,
-        );
+        let from_bytes = self.threshold(thresholds, slot);
         let stride = self.indexed_byte_stride(a);
         let extent = self.b.ins().imul(bound, stride);
         let large = self
@@ -223,13 +217,7 @@ impl Lowering<'_, '_> {
         count: Value,
         thresholds: Option<Value>,
     ) -> Option<Value> {
-        let thresholds = thresholds?;
-        let from_bytes = self.b.ins().load(
-            types::I64,
-            MemFlagsData::trusted(),
-            thresholds,
-            8 * FROM_DEST as i32,
-        );
+        let from_bytes = self.threshold(thresholds?, FROM_DEST);
         // A listed loop runs at least one step (the runtime skips empty buckets).
         let list = self.param(self.layout.list_at);
         let zero = self.b.ins().iconst(types::I64, 0);
@@ -245,6 +233,18 @@ impl Lowering<'_, '_> {
             self.b
                 .ins()
                 .icmp(IntCC::SignedGreaterThanOrEqual, span, from_bytes),
+        )
+    }
+
+    /// The host's threshold in `slot` ([`FROM_SOURCE`] or [`FROM_DEST`]) of the
+    /// thresholds object at `thresholds`.
+    fn threshold(&mut self, thresholds: Value, slot: usize) -> Value {
+        // The host's own aligned static, valid for the life of the process.
+        self.b.ins().load(
+            types::I64,
+            MemFlagsData::trusted(),
+            thresholds,
+            8 * slot as i32,
         )
     }
 
