@@ -4,7 +4,6 @@
 //! row-major copy ([`compact_strided`]). Strided indices that are not copied go through
 //! the compiled check pass instead.
 
-use rayon::prelude::*;
 use scatterjit_ir::DType;
 
 use crate::abi::CACHE_LINE;
@@ -24,6 +23,18 @@ const PARALLEL_FROM: usize = 1 << 17;
 /// Whether a scan of `indices` indices splits over the pool.
 fn parallel(indices: usize) -> bool {
     indices >= PARALLEL_FROM && threads::available() > 1
+}
+
+/// `bytes` cut into the chunks of a parallel scan, whole multiples of `block` bytes but
+/// the last: four per thread, or more of at most [`threads::STREAM_CHUNK`] bytes, so that
+/// a thread that starts late leaves the others chunks to take.
+fn chunks_of(bytes: &[u8], block: usize) -> Vec<&[u8]> {
+    let blocks = bytes.len().div_ceil(block);
+    let chunks = (threads::available() * 4)
+        .max(bytes.len().div_ceil(threads::STREAM_CHUNK))
+        .min(blocks)
+        .max(1);
+    bytes.chunks(blocks.div_ceil(chunks) * block).collect()
 }
 
 /// The flat position of the first index in `bytes` (row-major, of `dtype`) that is not in
@@ -68,7 +79,17 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
                 }
             };
             let first_block = if parallel(bytes.len() / SIZE) {
-                bytes.par_chunks(BLOCK * SIZE).position_first(block_bad)
+                // Each chunk's first bad block; the lowest chunk's is the first of all.
+                let blocks = BLOCK * SIZE;
+                let chunks = chunks_of(bytes, blocks);
+                let per_chunk = chunks.first().map_or(0, |c| c.len() / blocks);
+                threads::try_each_item(chunks, threads::caller_helps_moving(bytes.len()), |c, chunk| {
+                    match chunk.chunks(blocks).position(block_bad) {
+                        Some(n) => Err(c * per_chunk + n),
+                        None => Ok(()),
+                    }
+                })
+                .err()
             } else {
                 bytes.chunks(BLOCK * SIZE).position(block_bad)
             };
@@ -254,11 +275,20 @@ pub(crate) fn compact_strided(
         (vec![0u8; elements * size], vec![0u8; elements * width])
     };
     if parallel(rows * columns) {
-        pieces
-            .into_par_iter()
-            .enumerate()
-            .map_init(buffers, copy)
-            .all(|in_range| in_range)
+        // Runs of consecutive tiles, four per thread, each with buffers of its own.
+        let per_run = pieces.len().div_ceil(threads::available() * 4);
+        let mut tiles = pieces.into_iter().enumerate().peekable();
+        let mut runs = Vec::new();
+        while tiles.peek().is_some() {
+            runs.push(tiles.by_ref().take(per_run).collect::<Vec<_>>());
+        }
+        let moved = rows * columns * (size + width);
+        threads::try_each_item(runs, threads::caller_helps_moving(moved), |_, run| {
+            let mut buffers = buffers();
+            let in_range = run.into_iter().all(|item| copy(&mut buffers, item));
+            in_range.then_some(()).ok_or(())
+        })
+        .is_ok()
     } else {
         let mut buffers = buffers();
         pieces
@@ -322,10 +352,18 @@ fn compact_as<const W: usize>(dtype: DType, bytes: &[u8], s: usize, out: &mut [u
             let block_ok =
                 |(from, to): (&[u8], &mut [u8])| widest(|| scan(from, to)) >> 63 == 0;
             if parallel(bytes.len() / SIZE) {
-                bytes
-                    .par_chunks(BLOCK * SIZE)
-                    .zip(out.par_chunks_mut(BLOCK * W))
-                    .all(block_ok)
+                let from = chunks_of(bytes, BLOCK * SIZE);
+                let per_chunk = from.first().map_or(0, |c| c.len() / SIZE);
+                let moved = bytes.len() + out.len();
+                let pairs: Vec<_> = from.into_iter().zip(out.chunks_mut(per_chunk * W)).collect();
+                threads::try_each_item(pairs, threads::caller_helps_moving(moved), |_, (from, to)| {
+                    from.chunks(BLOCK * SIZE)
+                        .zip(to.chunks_mut(BLOCK * W))
+                        .all(block_ok)
+                        .then_some(())
+                        .ok_or(())
+                })
+                .is_ok()
             } else {
                 bytes.chunks(BLOCK * SIZE).zip(out.chunks_mut(BLOCK * W)).all(block_ok)
             }
@@ -555,6 +593,15 @@ mod tests {
             &mut wide
         ));
         assert_eq!(wide, [5, 0, 0, 0, 255, 255, 15, 0]);
+        // Scans long enough to split: from this thread (beside the global pool's threads),
+        // lent a pool of three, and on one thread.
+        long_scans();
+        crate::Pool::new(3).unwrap().run(long_scans);
+        threads::serial(long_scans);
+    }
+
+    /// [`first_bad`] and [`compact_into`] on scans long enough to split.
+    fn long_scans() {
         let mut many = vec![1i64; 3 * PARALLEL_FROM];
         many[2 * PARALLEL_FROM + 5] = -9;
         many[2 * PARALLEL_FROM + 7] = 9;
@@ -567,10 +614,11 @@ mod tests {
         many[2 * PARALLEL_FROM + 5] = -1;
         many[2 * PARALLEL_FROM + 7] = 3;
         assert!(compact_into(DType::I64, &bytes_i64(&many), 4, 2, &mut out));
-        assert_eq!(
-            &out[4 * PARALLEL_FROM + 10..4 * PARALLEL_FROM + 16],
-            [3, 0, 1, 0, 3, 0]
-        );
+        let want: Vec<u8> = many
+            .iter()
+            .flat_map(|&k| (k.rem_euclid(4) as u16).to_le_bytes())
+            .collect();
+        assert_eq!(out, want);
     }
 
     /// Every layout of `compact_strided`: shapes of rank 0 to 4 whose dims are nested in a

@@ -50,4 +50,4 @@ pub use kernel::{
 pub use scatterjit_ir as ir;
 pub use scatterjit_ir::{DType, KernelKey, Op, OpKind, Reduction, Tensor};
 pub use tensor::{overlaps, TensorView, TensorViewMut};
-pub use threads::serial;
+pub use threads::{serial, Pool};

@@ -7,12 +7,11 @@
 //! combines (wrapping add and mul, max, min, or, and) are associative and commutative, so
 //! the result is bit-identical to one thread. Float reductions never take this path.
 
-use rayon::prelude::*;
-
 use scatterjit_ir::{DType, DTypeClass, Element, OpKind, Reduction};
 
 use crate::alloc;
 use crate::error::{Buffer, Result};
+use crate::threads;
 
 /// Whether `reduction` on `dtype` may be split into partial outputs.
 pub(crate) fn qualifies(reduction: Reduction, dtype: DType) -> bool {
@@ -53,10 +52,10 @@ pub(crate) fn identity_buffers(
             .chunks_exact_mut(identity.len())
             .for_each(|element| element.copy_from_slice(&identity)),
     };
-    match count > 1 {
-        true => buffers.par_iter_mut().for_each(fill),
-        false => buffers.iter_mut().for_each(fill),
-    }
+    let helps = threads::caller_helps_moving(bytes.saturating_mul(count));
+    threads::each_item(buffers.iter_mut().collect(), helps, |_, buffer| {
+        fill(buffer)
+    });
     Ok(buffers)
 }
 
@@ -69,7 +68,9 @@ pub(crate) fn keep(buffers: Vec<Vec<u8>>) {
 pub(crate) fn fold(reduction: Reduction, dtype: DType, out: &mut [u8], partials: &[Vec<u8>]) {
     // Big enough blocks that waking the pool pays; a multiple of every element size.
     const BLOCK: usize = 1 << 16;
-    out.par_chunks_mut(BLOCK).enumerate().for_each(|(n, out)| {
+    let moved = out.len().saturating_mul(partials.len() + 2);
+    let helps = threads::caller_helps_moving(moved);
+    threads::each_item(out.chunks_mut(BLOCK).collect(), helps, |n, out| {
         for partial in partials {
             let from = &partial[n * BLOCK..n * BLOCK + out.len()];
             fold_block(reduction, dtype, out, from);

@@ -85,11 +85,13 @@ fn via_handles<H: Element + TryFrom<usize> + Into<u64>>(
     let handles = out.to_vec::<H>()?;
     let value = |&h: &H| strings.get(h.into()).clone();
     let values: Vec<String> = match crate::threads::available() > 1 {
-        true => handles
-            .par_iter()
-            .with_min_len(PARALLEL_MIN)
-            .map(value)
-            .collect(),
+        true => crate::threads::on_pool(|| {
+            handles
+                .par_iter()
+                .with_min_len(PARALLEL_MIN)
+                .map(value)
+                .collect()
+        }),
         false => handles.iter().map(value).collect(),
     };
     Ok(Tensor::from_strings(out.shape(), values)?)

@@ -1,9 +1,11 @@
-//! How many threads a call may split over: the current rayon pool's, or one inside
-//! [`serial`]. Every parallel step of a call asks [`available`] first, so that a call
-//! inside [`serial`] hands nothing to a pool.
+//! How many threads a call may split over, and how its parallel steps run: the current
+//! rayon pool's threads, a [`Pool`]'s inside [`Pool::run`], or one inside [`serial`].
+//! Every parallel step of a call goes through [`try_each`] (or asks [`available`] first),
+//! so that a call inside [`serial`] hands nothing to a pool and one inside [`Pool::run`]
+//! hands work only to that pool.
 
 use std::any::Any;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,6 +13,104 @@ use std::sync::{Arc, Mutex, MutexGuard};
 thread_local! {
     /// Whether this thread is inside [`serial`].
     static SERIAL: Cell<bool> = const { Cell::new(false) };
+    /// The pool of the innermost [`Pool::run`] this thread is inside, if any.
+    static LENT: RefCell<Option<Arc<rayon::ThreadPool>>> = const { RefCell::new(None) };
+}
+
+/// Threads of scatterjit's own that calls split over, with the calling thread: every
+/// call made inside [`Pool::run`] splits over this pool's threads rather than the
+/// current rayon pool's, and its short steps are taken by the calling thread too, as a
+/// call from outside every pool takes the global pool's (see README, "Threads").
+///
+/// A framework that sets its own thread count wants this rather than handing each call
+/// to a pool with rayon's `install`, which costs a wake-up each way (7 to 29 us on the
+/// 2-vCPU machine of BENCHMARKS.md), more than the whole of a short call's work.
+/// Results are the same bits on any pool, as on one thread.
+///
+/// ```
+/// use scatterjit::{Pool, Tensor};
+/// let pool = Pool::new(2)?;
+/// assert_eq!(pool.threads(), 2);
+/// let data = Tensor::from_slice(&[3, 2], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+/// let indices = Tensor::from_slice(&[2], &[2i64, 0])?;
+/// let out = pool.run(|| scatterjit::gather(&data, &indices, 0))?;
+/// assert_eq!(out.to_vec::<f32>()?, [5.0, 6.0, 1.0, 2.0]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Pool {
+    threads: Arc<rayon::ThreadPool>,
+}
+
+impl Pool {
+    /// A pool of `threads` threads, the calling thread of [`Pool::run`] among them (it
+    /// starts `threads` threads, one of which sleeps while the caller takes chunks); `0`
+    /// means as many as rayon's global pool would start (the cores, or
+    /// `RAYON_NUM_THREADS`). An error if the system does not start them.
+    pub fn new(threads: usize) -> std::io::Result<Pool> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("scatterjit-{i}"))
+            .build()
+            .map_err(|e| std::io::Error::other(format!("cannot start {threads} threads: {e}")))?;
+        Ok(Pool {
+            threads: Arc::new(pool),
+        })
+    }
+
+    /// How many threads a call inside [`Pool::run`] splits over.
+    pub fn threads(&self) -> usize {
+        self.threads.current_num_threads()
+    }
+
+    /// Runs `f` on this thread, with every scatterjit call it makes on this thread split
+    /// over this pool (this thread taking chunks too). From a thread of a rayon pool,
+    /// `f` runs on this pool's threads instead (rayon's `install`). Inside [`serial`],
+    /// calls stay on one thread. The previous pool returns when `f` returns or panics.
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        if rayon::current_thread_index().is_some() {
+            return self.threads.install(f);
+        }
+        struct Restore(Option<Arc<rayon::ThreadPool>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                LENT.with(|l| *l.borrow_mut() = self.0.take());
+            }
+        }
+        let lent = Some(Arc::clone(&self.threads));
+        let _restore = Restore(LENT.with(|l| l.replace(lent)));
+        f()
+    }
+}
+
+// A panic inside `run` leaves the pool as it was: rayon's threads catch their jobs' panics.
+impl std::panic::UnwindSafe for Pool {}
+impl std::panic::RefUnwindSafe for Pool {}
+
+/// Runs `f` on the pool this thread's calls split over: where it is outside every rayon
+/// pool but inside [`Pool::run`], on that pool's threads (rayon's `install`, a hand-off);
+/// otherwise here, where rayon's parallel iterators use the current pool.
+pub(crate) fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    let lent = match rayon::current_thread_index() {
+        Some(_) => None,
+        None => LENT.with(|l| l.borrow().clone()),
+    };
+    match lent {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
+}
+
+/// Hands `job` to the pool this thread's calls split over (see [`on_pool`]).
+fn spawn(job: impl FnOnce() + Send + 'static) {
+    let lent = match rayon::current_thread_index() {
+        Some(_) => None,
+        None => LENT.with(|l| l.borrow().clone()),
+    };
+    match lent {
+        Some(pool) => pool.spawn(job),
+        None => rayon::spawn(job),
+    }
 }
 
 /// Runs `f` with every scatterjit call it makes on this thread run on this thread alone:
@@ -47,12 +147,16 @@ pub fn serial<T>(f: impl FnOnce() -> T) -> T {
 pub(crate) const STREAM_CHUNK: usize = 1 << 20;
 
 /// The threads a call on this thread may split over: 1 inside [`serial`], else the
-/// current rayon pool's.
+/// current rayon pool's, or outside every rayon pool the [`Pool`] of [`Pool::run`].
 pub(crate) fn available() -> usize {
-    match SERIAL.with(Cell::get) {
-        true => 1,
-        false => rayon::current_num_threads(),
+    if SERIAL.with(Cell::get) {
+        return 1;
     }
+    let lent = match rayon::current_thread_index() {
+        Some(_) => None,
+        None => LENT.with(|l| l.borrow().as_ref().map(|p| p.current_num_threads())),
+    };
+    lent.unwrap_or_else(rayon::current_num_threads)
 }
 
 /// `f(c)` for every `c` in `0..count`, split over the pool where [`available`] says more
@@ -61,7 +165,8 @@ pub(crate) fn available() -> usize {
 /// once no chunk runs any more.
 ///
 /// With `caller_helps`, from a thread outside every pool, this thread takes chunks too,
-/// beside helpers handed to the global pool ([`Chunks`]), rather than sleeping until the
+/// beside helpers handed to the global pool or the [`Pool`] of [`Pool::run`]
+/// ([`Chunks`]), rather than sleeping until the
 /// pool's threads have woken, run every chunk and woken it again: a pool that wakes late
 /// costs at most the chunks its threads took, and a helper that starts late leaves its
 /// chunks to this thread.
@@ -77,12 +182,76 @@ pub(crate) fn try_each<E: Send + 'static>(
     match rayon::current_thread_index() {
         // Chunks counts them in 32 bits.
         None if caller_helps && u32::try_from(count).is_ok() => Chunks::run(count, &f),
-        _ => (0..count)
-            .into_par_iter()
-            .map(f)
-            .find_first(Result::is_err)
-            .unwrap_or(Ok(())),
+        _ => on_pool(|| {
+            (0..count)
+                .into_par_iter()
+                .map(f)
+                .find_first(Result::is_err)
+                .unwrap_or(Ok(()))
+        }),
     }
+}
+
+/// [`try_each`] over owned `items`: `f(c, item)` for the `c`-th, each item moved into
+/// the one run of its chunk. Items that borrow disjoint parts of one buffer (slices of an
+/// output) so reach the pool's threads without unsafe code: each sits behind a lock
+/// taken once, by its chunk.
+pub(crate) fn try_each_item<T: Send, E: Send + 'static>(
+    items: Vec<T>,
+    caller_helps: bool,
+    f: impl Fn(usize, T) -> Result<(), E> + Sync + Send,
+) -> Result<(), E> {
+    if available() < 2 || items.len() < 2 {
+        return items
+            .into_iter()
+            .enumerate()
+            .try_for_each(|(c, item)| f(c, item));
+    }
+    let slots: Vec<Mutex<Option<T>>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
+    try_each(slots.len(), caller_helps, |c| {
+        let item = lock(&slots[c]).take().expect("each chunk runs once");
+        f(c, item)
+    })
+}
+
+/// [`try_each_item`] for steps that cannot fail.
+pub(crate) fn each_item<T: Send>(
+    items: Vec<T>,
+    caller_helps: bool,
+    f: impl Fn(usize, T) + Sync + Send,
+) {
+    let Ok(()) = try_each_item(items, caller_helps, |c, item| {
+        f(c, item);
+        Ok::<(), std::convert::Infallible>(())
+    });
+}
+
+/// Bytes a step moves through memory (each byte read or written counts once) per unit of
+/// work, the unit of [`crate::splits_from`] (about an element picked): a copied
+/// element's 16 bytes, read and written.
+pub(crate) const MOVED_PER_UNIT: i64 = 32;
+
+/// The most work per thread, in the units of [`crate::splits_from`], of a step whose
+/// chunks a caller outside every pool takes beside the pool's threads ([`try_each`])
+/// rather than waiting for them: about a millisecond of one thread's work.
+const CALLER_HELPS_BELOW: i64 = 1 << 21;
+
+/// Whether a caller outside every pool takes chunks of a step of `work` units split over
+/// `threads` threads. It saves the pool's wake-ups (a split of 2^16 picks along the last
+/// axis, two threads, 2-vCPU Xeon: 21.7-31.7 us instead of 70.0-93.0; one thread 50.7),
+/// but a helper the system starts late leaves its chunks to the caller: a late helper, now
+/// and then milliseconds late, cost longer passes more than the wake-ups it saves
+/// (GatherElements of [2048, 4096] f32 and the f32 shuffle of the suite, two threads:
+/// medians of nine 10.65 and 5.98 ms with the caller helping, 9.06 and 4.75 without).
+pub(crate) fn caller_helps(work: i64, threads: usize) -> bool {
+    work / (threads.max(1) as i64) < CALLER_HELPS_BELOW
+}
+
+/// [`caller_helps`] for a host step on this thread's threads ([`available`]) that moves
+/// `bytes` through memory: a scan, copy or fill of a buffer.
+pub(crate) fn caller_helps_moving(bytes: usize) -> bool {
+    let work = i64::try_from(bytes).unwrap_or(i64::MAX) / MOVED_PER_UNIT;
+    caller_helps(work, available())
 }
 
 /// A chunk's closure, borrowed for `'a` (`'static` once [`Chunks::run`] erases it).
@@ -137,9 +306,9 @@ impl<E: Send + 'static> Chunks<E> {
             panic: Mutex::new(None),
             f,
         });
-        for _ in 1..rayon::current_num_threads().min(count) {
+        for _ in 1..available().min(count) {
             let helper = Arc::clone(&chunks);
-            rayon::spawn(move || helper.take_all(true));
+            spawn(move || helper.take_all(true));
         }
         chunks.take_all(false);
         // What is left runs on helpers now: at most one chunk each.
@@ -282,6 +451,84 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert_eq!(ran.load(Ordering::Relaxed), after);
         assert!(after >= 5);
+    }
+
+    #[test]
+    fn a_pool_lends_its_threads_until_run_returns_or_panics() {
+        let lent = Pool::new(3).expect("threads start");
+        assert_eq!(lent.threads(), 3);
+        let outside = available();
+        lent.run(|| {
+            assert_eq!(available(), 3);
+            assert_eq!(serial(available), 1);
+            // The innermost pool lends its threads.
+            let two = Pool::new(2).expect("threads start");
+            assert_eq!(two.run(available), 2);
+            assert_eq!(available(), 3);
+        });
+        assert_eq!(available(), outside);
+        let panicked = std::panic::catch_unwind(|| lent.run(|| panic!("inside")));
+        assert!(panicked.is_err());
+        assert_eq!(available(), outside);
+        // From a thread of another pool, `f` runs on the lent pool's threads.
+        pool(2).install(|| assert_eq!(lent.run(available), 3));
+    }
+
+    #[test]
+    fn chunks_inside_a_pool_run_on_its_threads_and_the_callers() {
+        let lent = Pool::new(3).expect("threads start");
+        let caller = std::thread::current().id();
+        for helps in [false, true] {
+            let strangers = AtomicUsize::new(0);
+            let ran = AtomicUsize::new(0);
+            let each = |_: usize| {
+                let here = std::thread::current();
+                let ours = here.name().is_some_and(|n| n.starts_with("scatterjit-"));
+                if !ours && (here.id() != caller || !helps) {
+                    strangers.fetch_add(1, Ordering::Relaxed);
+                }
+                ran.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                Ok::<(), ()>(())
+            };
+            lent.run(|| try_each(64, helps, each))
+                .expect("no chunk fails");
+            assert_eq!(ran.load(Ordering::Relaxed), 64);
+            assert_eq!(
+                strangers.load(Ordering::Relaxed),
+                0,
+                "caller helps: {helps}"
+            );
+        }
+    }
+
+    #[test]
+    fn items_reach_their_chunks_once_on_any_pool() {
+        let lent = Pool::new(3).expect("threads start");
+        for count in [0, 1, 2, 5, 100] {
+            let mut out = vec![0u32; count * 7];
+            let fill = |out: &mut Vec<u32>| {
+                each_item(out.chunks_mut(7).collect(), true, |c, chunk| {
+                    chunk.iter_mut().for_each(|x| *x += c as u32 + 1)
+                })
+            };
+            fill(&mut out);
+            lent.run(|| fill(&mut out));
+            pool(3).install(|| fill(&mut out));
+            let want: Vec<u32> = (0..count * 7).map(|i| 3 * (i / 7) as u32 + 3).collect();
+            assert_eq!(out, want);
+            let items: Vec<usize> = (0..count).collect();
+            let odd = |_: usize, item: usize| match item % 2 {
+                1 => Err(item),
+                _ => Ok(()),
+            };
+            let first = (count > 1).then_some(1).ok_or(());
+            assert_eq!(try_each_item(items.clone(), true, odd).err(), first.ok());
+            assert_eq!(
+                lent.run(|| try_each_item(items, false, odd)).err(),
+                first.ok()
+            );
+        }
     }
 
     #[test]

@@ -1,15 +1,15 @@
 //! The thread pool large calls split over, settable from Python.
 
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use rayon::ThreadPool;
+use scatterjit::Pool;
 
 /// The pool set by `set_num_threads`; `None` is rayon's global pool.
-static POOL: RwLock<Option<Arc<ThreadPool>>> = RwLock::new(None);
+static POOL: RwLock<Option<Pool>> = RwLock::new(None);
 
-fn current() -> Option<Arc<ThreadPool>> {
+fn current() -> Option<Pool> {
     POOL.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
@@ -27,27 +27,27 @@ pub(crate) fn work(out: Option<&[usize]>, indices: &[usize]) -> usize {
     out.map_or(0, numel).max(numel(indices))
 }
 
-/// Runs `f` without the GIL, so that other Python threads run meanwhile: on the pool set
-/// by `set_num_threads` from [`scatterjit::splits_from`] units of `work` where it has
-/// more than one thread, on this thread otherwise (below [`INLINE_BELOW`], with the GIL
-/// held).
+/// Runs `f` without the GIL, so that other Python threads run meanwhile: split over the
+/// pool set by `set_num_threads` (from this thread, [`scatterjit::Pool::run`], which
+/// takes chunks of short steps here too) from [`scatterjit::splits_from`] units of `work`
+/// where it has more than one thread, on this thread otherwise (below [`INLINE_BELOW`],
+/// with the GIL held).
 ///
-/// Below that count the library splits nothing, and handing a call to the pool costs a
-/// wake-up each way, 7 to 20 us on the 2-vCPU machine of BENCHMARKS.md, which only a
-/// split repays; so such calls, and every call on a one-thread pool, run here inside
-/// [`scatterjit::serial`]. Steps handed to the pool one by one from this thread were
-/// slower than either (the pool's spinning threads compete with this one for the cores).
+/// Below that count the library splits nothing, and handing a step to a pool costs a
+/// wake-up, 7 to 20 us on the 2-vCPU machine of BENCHMARKS.md, which only a split
+/// repays; so such calls, and every call on a one-thread pool, run here inside
+/// [`scatterjit::serial`]. The pool's `install` (the whole call handed over and back)
+/// took 1.1-3.6x longer than `Pool::run` at 1,024 to 16,384 GNN slices on two threads
+/// (BENCHMARKS.md, "Calls lent a pool").
 pub(crate) fn compute<T: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> T + Send) -> T {
     if work < INLINE_BELOW {
         return scatterjit::serial(f);
     }
     let pool = current();
-    let threads = pool
-        .as_ref()
-        .map_or_else(rayon::current_num_threads, |p| p.current_num_threads());
+    let threads = pool.as_ref().map_or_else(rayon::current_num_threads, Pool::threads);
     py.detach(move || match pool {
         _ if threads < 2 || work < scatterjit::splits_from() => scatterjit::serial(f),
-        Some(pool) => pool.install(f),
+        Some(pool) => pool.run(f),
         None => f(),
     })
 }
@@ -60,12 +60,7 @@ pub(crate) fn set_num_threads(n: usize) -> PyResult<()> {
     let pool = if n == 0 {
         None
     } else {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .thread_name(|i| format!("scatterjit-{i}"))
-            .build()
-            .map_err(|e| PyRuntimeError::new_err(format!("cannot start {n} threads: {e}")))?;
-        Some(Arc::new(pool))
+        Some(Pool::new(n).map_err(|e| PyRuntimeError::new_err(e.to_string()))?)
     };
     *POOL.write().unwrap_or_else(|e| e.into_inner()) = pool;
     Ok(())
@@ -74,5 +69,5 @@ pub(crate) fn set_num_threads(n: usize) -> PyResult<()> {
 /// The number of threads a large call splits over (see ``set_num_threads``).
 #[pyfunction]
 pub(crate) fn get_num_threads() -> usize {
-    current().map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
+    current().map_or_else(rayon::current_num_threads, |p| p.threads())
 }

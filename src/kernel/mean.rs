@@ -3,7 +3,6 @@
 //! [`Counts::PerSlice`]), allocated under the scratch cap before the first write, so that
 //! running out of memory leaves the output as it was.
 
-use rayon::prelude::*;
 use scatterjit_ir::{checked_numel, row_major_strides, DTypeClass, Operand, PassKind};
 
 use super::bind::{bind, variant_of, Operands};
@@ -240,7 +239,12 @@ fn zero(bytes: &mut [u8]) {
     /// Bytes per task.
     const CHUNK: usize = 1 << 20;
     match bytes.len() >= 2 * CHUNK && crate::threads::available() > 1 {
-        true => bytes.par_chunks_mut(CHUNK).for_each(|chunk| chunk.fill(0)),
+        true => {
+            let helps = crate::threads::caller_helps_moving(bytes.len());
+            crate::threads::each_item(bytes.chunks_mut(CHUNK).collect(), helps, |_, chunk| {
+                chunk.fill(0)
+            });
+        }
         false => bytes.fill(0),
     }
 }

@@ -16,7 +16,7 @@ use crate::engine::{self, Buckets, Sorted};
 use crate::jit;
 use crate::partials;
 use crate::tensor::{self, RawOperand, TensorView};
-use crate::threads;
+use crate::threads::{self, caller_helps, MOVED_PER_UNIT};
 
 /// A chunk of a parallel pass has at least this many elements, so a pass splits from
 /// twice this ([`splits_from`]): below it, waking the pool costs more than the work.
@@ -50,10 +50,6 @@ pub fn splits_from() -> usize {
 /// The units of work of a whole row a pass combines, besides its bytes: reading, checking
 /// and turning its index into an address, and starting the row.
 const ROW_UNITS: i64 = 8;
-
-/// Bytes a row's combine moves through memory (each row read or written counts its
-/// bytes once) per unit of work: a copied row's 16 bytes, read and written.
-const MOVED_PER_UNIT: i64 = 32;
 
 /// How many times a pass that combines whole rows moves each row's bytes: a copy reads
 /// the source row and writes the destination row; a reduction (`mean`'s sums included)
@@ -152,24 +148,8 @@ pub(super) struct Split {
     /// The entry of `steps` whose addresses chunks start on a cache line of (see
     /// [`Split::phase`]): the written access where it moves along the split loop.
     aligned: Option<usize>,
-    /// Whether a caller outside every pool takes chunks too (see [`caller_helps`]).
+    /// Whether a caller outside every pool takes chunks too (see [`threads::caller_helps`]).
     caller_helps: bool,
-}
-
-/// The most work per thread, in the units of [`splits_from`], of a pass whose chunks a
-/// caller outside every pool takes beside the pool's threads (`threads::try_each`) rather
-/// than waiting for them: about a millisecond of one thread's work.
-const CALLER_HELPS_BELOW: i64 = 1 << 21;
-
-/// Whether a caller outside every pool takes chunks of a pass of `work` units split over
-/// `threads` threads. It saves the pool's wake-ups (a split of 2^16 picks along the last
-/// axis, two threads, 2-vCPU Xeon: 21.7-31.7 us instead of 70.0-93.0; one thread 50.7),
-/// but a helper the system starts late leaves its chunks to the caller: a late helper, now
-/// and then milliseconds late, cost longer passes more than the wake-ups it saves
-/// (GatherElements of [2048, 4096] f32 and the f32 shuffle of the suite, two threads:
-/// medians of nine 10.65 and 5.98 ms with the caller helping, 9.06 and 4.75 without).
-fn caller_helps(work: i64, threads: usize) -> bool {
-    work / (threads.max(1) as i64) < CALLER_HELPS_BELOW
 }
 
 /// How many times the ordinary pass's work a listed pass's rows cost, for the caller's

@@ -4,10 +4,8 @@
 //! source per element (a column-major [2048, 4096] f32 copy took about 90 ms that way,
 //! PyTorch's blocked one 22-35).
 
-use rayon::prelude::*;
-
 use super::layout::{is_dense, row_major, Dims};
-use crate::threads::{available, STREAM_CHUNK};
+use crate::threads::{available, caller_helps_moving, each_item, STREAM_CHUNK};
 
 /// A tile's side along the dim the source is closest-packed along, in bytes of source,
 /// and along the output's last dim, in elements: each line of the tile's 64 source runs
@@ -40,10 +38,13 @@ pub(crate) fn copy_row_major(
     if is_dense(shape, strides) {
         let from = &from[offset * size..offset * size + to.len()];
         match split {
-            true => to
-                .par_chunks_mut(STREAM_CHUNK)
-                .zip(from.par_chunks(STREAM_CHUNK))
-                .for_each(|(to, from)| to.copy_from_slice(from)),
+            true => {
+                let helps = caller_helps_moving(2 * to.len());
+                let pairs = to.chunks_mut(STREAM_CHUNK).zip(from.chunks(STREAM_CHUNK));
+                each_item(pairs.collect(), helps, |_, (to, from)| {
+                    to.copy_from_slice(from)
+                });
+            }
             false => to.copy_from_slice(from),
         }
         return;
@@ -68,13 +69,16 @@ pub(crate) fn copy_row_major(
         .max(to.len().div_ceil(STREAM_CHUNK))
         .min(shape[0]);
     let rows = shape[0].div_ceil(chunks).next_multiple_of(unit);
-    to.par_chunks_mut(rows * first_bytes)
-        .enumerate()
-        .for_each(|(c, chunk)| {
+    let helps = caller_helps_moving(2 * to.len());
+    each_item(
+        to.chunks_mut(rows * first_bytes).collect(),
+        helps,
+        |c, chunk| {
             let start = c * rows;
             let end = (start + rows).min(shape[0]);
             source.serial(start..end, offset as isize, chunk);
-        });
+        },
+    );
 }
 
 /// Whether elements under `strides` lie closer together along some dim before the last
@@ -290,6 +294,11 @@ mod tests {
             got, want,
             "{shape:?} {strides:?} offset {offset} size {size}"
         );
+        // From a thread outside every pool, lent a pool: the caller takes chunks too.
+        let lent = crate::Pool::new(threads).unwrap();
+        got.fill(0);
+        lent.run(|| copy_row_major(shape, strides, offset, &from, size, &mut got));
+        assert_eq!(got, want, "lent: {shape:?} {strides:?} offset {offset}");
     }
 
     #[test]

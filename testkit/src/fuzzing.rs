@@ -511,6 +511,15 @@ pub fn pools() -> &'static [rayon::ThreadPool; 2] {
     })
 }
 
+/// A [`scatterjit::Pool`] of 3 threads, beside [`pools`] (whose settings it takes): calls
+/// inside its `run` from a thread outside every pool split over it, the caller taking
+/// chunks too.
+pub fn lent() -> &'static scatterjit::Pool {
+    static LENT: OnceLock<scatterjit::Pool> = OnceLock::new();
+    pools();
+    LENT.get_or_init(|| scatterjit::Pool::new(3).expect("threads start"))
+}
+
 /// The kernel of `key` that runs `Strided` code wherever a binding allows it
 /// ([`Kernel::stay_unspecialized`]): the code every call runs before its pass specializes.
 /// One per key for the process, beside the global cache's.
@@ -610,6 +619,11 @@ pub fn agree(
     // From this thread: outside every pool (as a test or fuzz target calls it), the caller
     // takes chunks beside the global pool's threads (three where `pools` set them).
     same(&kernel.run(data, indices, updates), "this thread")?;
+    // From this thread lent a pool: the caller takes chunks beside that pool's threads.
+    same(
+        &lent().run(|| kernel.run(data, indices, updates)),
+        "this thread, lent 3 threads",
+    )?;
 
     // 1b. The same on the `Strided` code calls run before their passes specialize.
     let plain = unspecialized(&key).map_err(|e| format!("compile {key}: {e}"))?;
