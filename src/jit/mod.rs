@@ -23,8 +23,8 @@ mod f16_table;
 mod prefetch;
 mod stream;
 
-pub(crate) use prefetch::cache_resident;
 pub use prefetch::set_prefetch_from;
+pub(crate) use prefetch::{cache_resident, private_cache};
 pub(crate) use stream::stream_from;
 pub use stream::{set_stream_from, STREAM_FROM};
 

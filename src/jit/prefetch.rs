@@ -24,9 +24,10 @@ static FROM_BYTES: [AtomicI64; 2] = [AtomicI64::new(UNSET), AtomicI64::new(UNSET
 const UNSET: i64 = -1;
 
 /// Sets the smallest extent (bytes) of a tensor whose picks are prefetched: `bytes` for the
-/// tensors picked from, an eighth of it for destinations (defaults: [`default_from`]).
-/// Results do not depend on it; tests set 0 so that small problems run the prefetching
-/// code.
+/// tensors picked from, an eighth of it for destinations (defaults: [`default_from`]); a
+/// scatter's picks into a smaller destination are not split across threads either (see
+/// `split` in the runtime's schedule). Results do not depend on it; tests set 0 so that
+/// small problems run the prefetching code and their splits.
 #[doc(hidden)]
 pub fn set_prefetch_from(bytes: usize) {
     let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
@@ -109,6 +110,14 @@ pub(crate) fn from_address() -> *const u8 {
 pub(crate) fn cache_resident() -> i64 {
     from_address();
     FROM_BYTES[FROM_SOURCE].load(Ordering::Relaxed)
+}
+
+/// The extent (bytes) below which a destination's picks stay in one core's private
+/// cache, as the prefetch of destinations decides it ([`FROM_BYTES`], after its default is
+/// set).
+pub(crate) fn private_cache() -> i64 {
+    from_address();
+    FROM_BYTES[FROM_DEST].load(Ordering::Relaxed)
 }
 
 /// The helper's address on this machine, or `None` where the machine has no prefetch

@@ -310,6 +310,12 @@ fn split(
             .accesses
             .iter()
             .any(|a| a.operand == Operand::Indices && params[a.strides_at + level] != 0);
+        if picks_elements
+            && nest.writes_through_index()
+            && picked_extent(key, layout, params).is_some_and(|e| e < jit::private_cache())
+        {
+            return None;
+        }
         let bytes = (dims[level] as usize).saturating_mul(widest);
         let least = match picks_elements {
             true if bytes / MIN_PICKS_CHUNK >= PICKS_CHUNKS_PER_THREAD * threads => MIN_PICKS_CHUNK,
@@ -347,6 +353,34 @@ fn split(
         aligned,
         caller_helps: caller_helps(work, threads),
     })
+}
+
+/// Bytes along the indexed dim of the tensor a pass picks from or into: the axis's size
+/// times the tensor's stride along it. `None` where the pass picks nothing.
+///
+/// An innermost split of a scatter's picks gives each thread a part of every destination
+/// row, and threads then write lines of the same rows at random. Where the destination
+/// stays in one core's private cache (below [`jit::private_cache`], its second-level
+/// cache), that costs more than the split saves: ScatterElements max of f32 [R, 128] along
+/// axis 0 from i64 indices, into [R, 128], 2-vCPU Xeon (2 MiB second-level cache), one
+/// thread against two in halves of rows, three runs each: R = 512 (256 KiB) 121-191 us
+/// against 241-247, 1,024 252-268 against 295-364, 2,048 577-606 against 638-701; 4,096
+/// (2 MiB) 1,284-2,296 against 960-1,461, 8,192 3,323-5,862 against 2,875-3,152. The same
+/// loop in C, two threads writing disjoint lines of the rows (padded apart by up to a
+/// line): 1.1-1.6x one thread's time below 1 MiB, 1.7-1.8x faster from 4 MiB; and 16,384
+/// rows of updates into 64 or 512 rows, no faster and 1.3-1.6x slower (BENCHMARKS.md).
+fn picked_extent(key: &KernelKey, layout: &ParamLayout, params: &[i64]) -> Option<i64> {
+    let picked = layout
+        .accesses
+        .iter()
+        .find(|a| a.indexed_stride_at.is_some())?;
+    let stride = params[picked.indexed_stride_at?].saturating_abs();
+    let size = abi::element_size(key, picked.operand) as i64;
+    Some(
+        params[layout.bound_at?]
+            .saturating_mul(stride)
+            .saturating_mul(size),
+    )
 }
 
 /// Whether `nest` writes per-row counts that stay put (stride 0) along loop `n`: every
@@ -1099,11 +1133,16 @@ mod tests {
         // Of 256: four chunks per thread.
         assert_eq!(split_of(2, &[65536, 256], &[65536, 256]), Some((1, 8, 16)));
         // Of 16 (128 bytes), two chunks per thread, sharing lines.
-        assert_eq!(split_of(2, &[65536, 16], &[65536, 16]), Some((1, 4, 4)));
+        assert_eq!(split_of(2, &[262144, 16], &[262144, 16]), Some((1, 4, 4)));
         // Two lines a chunk would leave 16 threads idle: 32 chunks of 16 bytes.
         assert_eq!(split_of(16, &[65536, 64], &[65536, 64]), Some((1, 32, 2)));
         // A row narrower than a vector per thread gives each chunk one vector.
-        assert_eq!(split_of(16, &[65536, 8], &[65536, 8]), Some((1, 4, 2)));
+        assert_eq!(split_of(16, &[262144, 8], &[262144, 8]), Some((1, 4, 2)));
+        // Picks into a destination that stays in a core's private cache (16 KiB) run on
+        // one thread, however many updates.
+        let small = jit::private_cache() > 16 << 10;
+        assert_eq!(split_of(2, &[64, 64], &[4096, 64]).is_none(), small);
+        assert_eq!(split_of(16, &[64, 64], &[65536, 64]).is_none(), small);
     }
 
     #[test]
