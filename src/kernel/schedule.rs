@@ -289,6 +289,12 @@ fn split(
     let splittable =
         |n: usize| !axis_of_indexed(n) && !count_still(nest, layout, params, n) && dims[n] >= 2;
     let level = (0..depth).find(|&n| splittable(n))?;
+    // Inside a scatter's axis loop, every chunk writes part of each destination slice.
+    if (0..level).any(axis_of_indexed)
+        && picked_extent(key, layout, params).is_some_and(|e| e < jit::private_cache())
+    {
+        return None;
+    }
     let steps = steps(key, layout, params, level);
     let max_chunks = (loop_steps / grain) as usize;
     let mut chunks = (threads * CHUNKS_PER_THREAD)
@@ -310,12 +316,6 @@ fn split(
             .accesses
             .iter()
             .any(|a| a.operand == Operand::Indices && params[a.strides_at + level] != 0);
-        if picks_elements
-            && nest.writes_through_index()
-            && picked_extent(key, layout, params).is_some_and(|e| e < jit::private_cache())
-        {
-            return None;
-        }
         let bytes = (dims[level] as usize).saturating_mul(widest);
         let least = match picks_elements {
             true if bytes / MIN_PICKS_CHUNK >= PICKS_CHUNKS_PER_THREAD * threads => MIN_PICKS_CHUNK,
@@ -358,17 +358,19 @@ fn split(
 /// Bytes along the indexed dim of the tensor a pass picks from or into: the axis's size
 /// times the tensor's stride along it. `None` where the pass picks nothing.
 ///
-/// An innermost split of a scatter's picks gives each thread a part of every destination
-/// row, and threads then write lines of the same rows at random. Where the destination
-/// stays in one core's private cache (below [`jit::private_cache`], its second-level
-/// cache), that costs more than the split saves: ScatterElements max of f32 [R, 128] along
-/// axis 0 from i64 indices, into [R, 128], 2-vCPU Xeon (2 MiB second-level cache), one
-/// thread against two in halves of rows, three runs each: R = 512 (256 KiB) 121-191 us
-/// against 241-247, 1,024 252-268 against 295-364, 2,048 577-606 against 638-701; 4,096
-/// (2 MiB) 1,284-2,296 against 960-1,461, 8,192 3,323-5,862 against 2,875-3,152. The same
-/// loop in C, two threads writing disjoint lines of the rows (padded apart by up to a
-/// line): 1.1-1.6x one thread's time below 1 MiB, 1.7-1.8x faster from 4 MiB; and 16,384
-/// rows of updates into 64 or 512 rows, no faster and 1.3-1.6x slower (BENCHMARKS.md).
+/// A split of a loop inside a scatter's axis loop gives each thread a part of every
+/// destination slice, and threads then write lines of the same slices at random. Where the
+/// destination stays in one core's private cache (below [`jit::private_cache`], its
+/// second-level cache), that costs more than the split saves. 2-vCPU Xeon (2 MiB
+/// second-level cache), one thread against two in halves of rows, along axis 0 into
+/// [R, 128] f32 from i64 indices, max element by element, three runs each: R = 512
+/// (256 KiB) 121-191 us against 241-247, 1,024 252-268 against 295-364, 2,048 577-606
+/// against 638-701; 4,096 (2 MiB) 1,284-2,296 against 960-1,461, 8,192 3,323-5,862 against
+/// 2,875-3,152. Whole 256-byte rows through an expanded index, where the engine does not
+/// take them, into [E / 4, 64]: add of E = 4,096 (256 KiB) 74.5 us against 153, 16,384
+/// (1 MiB) 416 against 766; 65,536 (4 MiB) 2,260 against 2,091. The same picks in C, two
+/// threads writing disjoint lines of the rows (padded apart by up to a line): 1.1-1.6x one
+/// thread's time below 1 MiB, 1.7-1.8x faster from 4 MiB (BENCHMARKS.md).
 fn picked_extent(key: &KernelKey, layout: &ParamLayout, params: &[i64]) -> Option<i64> {
     let picked = layout
         .accesses
@@ -1150,13 +1152,15 @@ mod tests {
         // (level, chunks) of the split of a scatter `reduction` along axis 0 whose index
         // is broadcast along each row (`expand_as`): a row is picked whole, and cut only
         // into chunks of at least two lines of its widest access.
-        let split_of = |reduction: Reduction, threads: usize, width: usize| {
+        let split_into = |rows: usize, reduction: Reduction, threads: usize, width: usize| {
             let key =
                 KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, reduction, true).unwrap();
-            let (data, indices) = ([4096, width], [65536, width]);
+            let (data, indices) = ([rows, width], [65536, width]);
             let bound = bind_apply_strided(key, &data, &indices, &[1, 0]);
             apply_split(threads, key, bound).map(|s| (s.level, s.chunks))
         };
+        // Into a destination past any second-level cache (16 MiB and more).
+        let split_of = |reduction, threads, width| split_into(65536, reduction, threads, width);
         // Rows of 64 f32 (256 bytes): two chunks, on any pool.
         assert_eq!(split_of(Reduction::Max, 2, 64), Some((1, 2)));
         assert_eq!(split_of(Reduction::Add, 3, 64), Some((1, 2)));
@@ -1164,6 +1168,9 @@ mod tests {
         assert_eq!(split_of(Reduction::Add, 2, 32), None);
         // Of 1024 (4 KiB): four chunks per thread.
         assert_eq!(split_of(Reduction::Add, 2, 1024), Some((1, 8)));
+        // Into a destination that stays in a core's private cache (64 KiB): whole.
+        let small = jit::private_cache() > 64 << 10;
+        assert_eq!(split_into(256, Reduction::Add, 2, 64).is_none(), small);
     }
 
     /// The work and split (level, chunks) on `threads` threads of the apply pass of a
