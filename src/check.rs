@@ -80,11 +80,11 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
             };
             let first_block = if parallel(bytes.len() / SIZE) {
                 // Each chunk's first bad block; the lowest chunk's is the first of all.
-                let blocks = BLOCK * SIZE;
-                let chunks = chunks_of(bytes, blocks);
-                let per_chunk = chunks.first().map_or(0, |c| c.len() / blocks);
+                let block = BLOCK * SIZE;
+                let chunks = chunks_of(bytes, block);
+                let per_chunk = chunks.first().map_or(0, |c| c.len() / block);
                 threads::try_each_item(chunks, threads::caller_helps_moving(bytes.len()), |c, chunk| {
-                    match chunk.chunks(blocks).position(block_bad) {
+                    match chunk.chunks(block).position(block_bad) {
                         Some(n) => Err(c * per_chunk + n),
                         None => Ok(()),
                     }

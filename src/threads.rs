@@ -43,10 +43,10 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// A pool of `threads` threads, the calling thread of [`Pool::run`] among them (it
-    /// starts `threads` threads, one of which sleeps while the caller takes chunks); `0`
-    /// means as many as rayon's global pool would start (the cores, or
-    /// `RAYON_NUM_THREADS`). An error if the system does not start them.
+    /// A pool of `threads` threads (`0`: as many as rayon's global pool would start, the
+    /// cores or `RAYON_NUM_THREADS`); calls inside [`Pool::run`] split over that many,
+    /// the calling thread counting as one of them where it takes chunks. An error if the
+    /// system does not start the threads.
     pub fn new(threads: usize) -> std::io::Result<Pool> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -91,11 +91,7 @@ impl std::panic::RefUnwindSafe for Pool {}
 /// pool but inside [`Pool::run`], on that pool's threads (rayon's `install`, a hand-off);
 /// otherwise here, where rayon's parallel iterators use the current pool.
 pub(crate) fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let lent = match rayon::current_thread_index() {
-        Some(_) => None,
-        None => LENT.with(|l| l.borrow().clone()),
-    };
-    match lent {
+    match lent() {
         Some(pool) => pool.install(f),
         None => f(),
     }
@@ -103,13 +99,18 @@ pub(crate) fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 
 /// Hands `job` to the pool this thread's calls split over (see [`on_pool`]).
 fn spawn(job: impl FnOnce() + Send + 'static) {
-    let lent = match rayon::current_thread_index() {
-        Some(_) => None,
-        None => LENT.with(|l| l.borrow().clone()),
-    };
-    match lent {
+    match lent() {
         Some(pool) => pool.spawn(job),
         None => rayon::spawn(job),
+    }
+}
+
+/// The pool of [`Pool::run`] where this thread is inside one and outside every rayon
+/// pool: a rayon thread's calls split over its own pool.
+fn lent() -> Option<Arc<rayon::ThreadPool>> {
+    match rayon::current_thread_index() {
+        Some(_) => None,
+        None => LENT.with(|l| l.borrow().clone()),
     }
 }
 
