@@ -69,5 +69,5 @@ pub(crate) fn set_num_threads(n: usize) -> PyResult<()> {
 /// The number of threads a large call splits over (see ``set_num_threads``).
 #[pyfunction]
 pub(crate) fn get_num_threads() -> usize {
-    current().map_or_else(rayon::current_num_threads, |p| Pool::threads(&p))
+    current().as_ref().map_or_else(rayon::current_num_threads, Pool::threads)
 }
