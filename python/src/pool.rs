@@ -37,8 +37,8 @@ pub(crate) fn work(out: Option<&[usize]>, indices: &[usize]) -> usize {
 /// wake-up, 7 to 20 us on the 2-vCPU machine of BENCHMARKS.md, which only a split
 /// repays; so such calls, and every call on a one-thread pool, run here inside
 /// [`scatterjit::serial`]. The pool's `install` (the whole call handed over and back)
-/// took 1.1-3.6x longer than `Pool::run` at 1,024 to 16,384 GNN slices on two threads
-/// (BENCHMARKS.md, "Calls lent a pool").
+/// took 1.1-3.6x longer than `Pool::run` at 1,024 and 4,096 GNN slices on two threads,
+/// 1.1-1.5x at 16,384 (BENCHMARKS.md, "Calls lent a pool").
 pub(crate) fn compute<T: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> T + Send) -> T {
     if work < INLINE_BELOW {
         return scatterjit::serial(f);
