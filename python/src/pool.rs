@@ -44,7 +44,9 @@ pub(crate) fn compute<T: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> 
         return scatterjit::serial(f);
     }
     let pool = current();
-    let threads = pool.as_ref().map_or_else(rayon::current_num_threads, Pool::threads);
+    let threads = pool
+        .as_ref()
+        .map_or_else(rayon::current_num_threads, Pool::threads);
     py.detach(move || match pool {
         _ if threads < 2 || work < scatterjit::splits_from() => scatterjit::serial(f),
         Some(pool) => pool.run(f),
@@ -69,5 +71,7 @@ pub(crate) fn set_num_threads(n: usize) -> PyResult<()> {
 /// The number of threads a large call splits over (see ``set_num_threads``).
 #[pyfunction]
 pub(crate) fn get_num_threads() -> usize {
-    current().as_ref().map_or_else(rayon::current_num_threads, Pool::threads)
+    current()
+        .as_ref()
+        .map_or_else(rayon::current_num_threads, Pool::threads)
 }
