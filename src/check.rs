@@ -25,15 +25,11 @@ fn parallel(indices: usize) -> bool {
     indices >= PARALLEL_FROM && threads::available() > 1
 }
 
-/// `bytes` cut into the chunks of a parallel scan, whole multiples of `block` bytes but
-/// the last: four per thread, or more of at most [`threads::STREAM_CHUNK`] bytes, so that
-/// a thread that starts late leaves the others chunks to take.
+/// `bytes` cut into the chunks of a parallel scan ([`threads::stream_chunks`]), whole
+/// multiples of `block` bytes but the last.
 fn chunks_of(bytes: &[u8], block: usize) -> Vec<&[u8]> {
     let blocks = bytes.len().div_ceil(block);
-    let chunks = (threads::available() * 4)
-        .max(bytes.len().div_ceil(threads::STREAM_CHUNK))
-        .min(blocks)
-        .max(1);
+    let chunks = threads::stream_chunks(bytes.len(), blocks);
     bytes.chunks(blocks.div_ceil(chunks) * block).collect()
 }
 

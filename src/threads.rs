@@ -147,6 +147,16 @@ pub fn serial<T>(f: impl FnOnce() -> T) -> T {
 /// calling thread.
 pub(crate) const STREAM_CHUNK: usize = 1 << 20;
 
+/// How many chunks a parallel step over `bytes` bytes, cut into at most `most` pieces,
+/// takes: four per thread, or more of at most [`STREAM_CHUNK`] bytes, so that a thread
+/// that starts late leaves the others chunks to take; at least one.
+pub(crate) fn stream_chunks(bytes: usize, most: usize) -> usize {
+    (available() * 4)
+        .max(bytes.div_ceil(STREAM_CHUNK))
+        .min(most)
+        .max(1)
+}
+
 /// The threads a call on this thread may split over: 1 inside [`serial`], else the
 /// current rayon pool's, or outside every rayon pool the [`Pool`] of [`Pool::run`].
 pub(crate) fn available() -> usize {

@@ -5,7 +5,7 @@
 //! PyTorch's blocked one 22-35).
 
 use super::layout::{is_dense, row_major, Dims};
-use crate::threads::{available, caller_helps_moving, each_item, STREAM_CHUNK};
+use crate::threads::{available, caller_helps_moving, each_item, stream_chunks, STREAM_CHUNK};
 
 /// A tile's side along the dim the source is closest-packed along, in bytes of source,
 /// and along the output's last dim, in elements: each line of the tile's 64 source runs
@@ -65,9 +65,7 @@ pub(crate) fn copy_row_major(
         false => 1,
     };
     let first_bytes = to.len() / shape[0];
-    let chunks = (threads * 4)
-        .max(to.len().div_ceil(STREAM_CHUNK))
-        .min(shape[0]);
+    let chunks = stream_chunks(to.len(), shape[0]);
     let rows = shape[0].div_ceil(chunks).next_multiple_of(unit);
     let helps = caller_helps_moving(2 * to.len());
     each_item(
