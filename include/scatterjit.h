@@ -53,7 +53,7 @@ void sj_kernel_free(sj_kernel *kernel);
  * first write: on any error out is unchanged, and on SJ_ERR_INDEX_OUT_OF_BOUNDS the
  * position of the first bad index is in args->bad_index. Unlike an ahead-of-time entry,
  * it allocates mean's scratch itself (args->workspace is ignored), and large calls run on
- * several threads. */
+ * several threads (the global pool's, or the one of sj_use_pool). */
 int32_t sj_kernel_run(const sj_kernel *kernel, sj_args *args);
 
 /* A call of one kernel bound to the geometry of its operands, to run again and again on
@@ -79,6 +79,28 @@ int32_t sj_prepared_run(const sj_prepared *prepared, void *out, const void *data
 
 /* Frees a prepared call (NULL is ignored). It keeps its kernel's code alive until then. */
 void sj_prepared_free(sj_prepared *prepared);
+
+/* Threads that calls split over instead of the global pool's (as many as the cores, or
+ * RAYON_NUM_THREADS): a framework's own thread count. Results are the same bits on any
+ * pool. */
+typedef struct sj_pool sj_pool;
+
+/* Starts a pool of threads threads (0: one per core, or RAYON_NUM_THREADS) and stores a
+ * new handle in *pool. Errors: SJ_ERR_NULL_POINTER, SJ_ERR_RESOURCE (over 1024 threads,
+ * or the system does not start them). */
+int32_t sj_pool_new(uint32_t threads, sj_pool **pool);
+
+/* How many threads a call splits over on pool (0 for NULL). */
+uint32_t sj_pool_threads(const sj_pool *pool);
+
+/* Frees a pool handle (NULL is ignored); its threads stop once no thread uses it. */
+void sj_pool_free(sj_pool *pool);
+
+/* Makes the calls this thread makes from now on split over pool, this thread taking
+ * chunks too (NULL: the global pool again), until the next sj_use_pool on this thread or
+ * its end. Other threads keep theirs; set it once on each of a framework's threads, or
+ * before each call. The pool lives while a thread uses it, even after sj_pool_free. */
+void sj_use_pool(const sj_pool *pool);
 
 /* The message of the last failed call on this thread ("" if none). Valid until the next
  * failing call on this thread. */

@@ -102,7 +102,7 @@ typedef struct sj_args {
 #define SJ_ERR_OVERLAP 7             /* out shares memory with an input, or the workspace with a tensor */
 #define SJ_ERR_KEY 8                 /* (C ABI) a kernel key that does not parse or is unsupported */
 #define SJ_ERR_INTERNAL 9            /* (C ABI) a bug in scatterjit */
-#define SJ_ERR_RESOURCE 10           /* a buffer over its size limit, out of memory, or too small a workspace */
+#define SJ_ERR_RESOURCE 10           /* a buffer over its size limit, out of memory, too many threads, or too small a workspace */
 
 /* A short name for a status code. */
 static inline const char *sj_status_name(int32_t status) {

@@ -87,8 +87,9 @@ pub enum Status {
     Key = 8,
     /// A bug in scatterjit (a compiler rejection or a caught panic).
     Internal = 9,
-    /// A buffer the call needs is over its size limit or memory ran out (C ABI), or the
-    /// caller's [`SjArgs::workspace`] is smaller than the entry needs (ahead of time).
+    /// A buffer the call needs is over its size limit or memory ran out, or a pool's
+    /// threads are past their limit or do not start (C ABI); or the caller's
+    /// [`SjArgs::workspace`] is smaller than the entry needs (ahead of time).
     Resource = 10,
 }
 

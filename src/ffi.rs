@@ -19,7 +19,7 @@ use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 use crate::error::Error;
 use crate::kernel::{Geometry, Kernel, Prepared};
 use crate::tensor::{overlaps, row_major, Dims, TensorView, TensorViewMut, Unbuffered};
-use crate::KernelCache;
+use crate::{KernelCache, Pool};
 
 /// An opaque kernel cache (`sj_cache` in C).
 pub struct SjCache(KernelCache);
@@ -366,6 +366,80 @@ pub unsafe extern "C" fn sj_prepared_free(prepared: *mut SjPrepared) {
     });
 }
 
+/// An opaque pool of threads (`sj_pool` in C) that calls may split over instead of the
+/// global one: a [`Pool`].
+pub struct SjPool(Pool);
+
+/// Starts a pool of `threads` threads (0: one per core, or `RAYON_NUM_THREADS`) and
+/// stores a new handle in `*pool`. Errors: `SJ_ERR_NULL_POINTER`; `SJ_ERR_RESOURCE` past
+/// [`Pool::MAX_THREADS`] or where the system does not start the threads.
+///
+/// # Safety
+/// `pool` is NULL or valid for one pointer write.
+#[no_mangle]
+pub unsafe extern "C" fn sj_pool_new(threads: u32, pool: *mut *mut SjPool) -> i32 {
+    guard("sj_pool_new", || {
+        if pool.is_null() {
+            return Err(null_argument("pool"));
+        }
+        let threads = usize::try_from(threads).unwrap_or(usize::MAX);
+        let made = Pool::new(threads).map_err(|e| Failure(Status::Resource, e.to_string()))?;
+        // SAFETY: non-null, and the caller promises it is writable.
+        unsafe { *pool = Box::into_raw(Box::new(SjPool(made))) };
+        Ok(())
+    })
+}
+
+/// How many threads a call splits over on `pool` (0 for NULL).
+///
+/// # Safety
+/// `pool` is NULL or a live pool.
+#[no_mangle]
+pub unsafe extern "C" fn sj_pool_threads(pool: *const SjPool) -> u32 {
+    let mut threads = 0;
+    guard("sj_pool_threads", || {
+        // SAFETY: NULL or live by the caller's promise.
+        if let Some(pool) = unsafe { pool.as_ref() } {
+            threads = u32::try_from(pool.0.threads()).unwrap_or(u32::MAX);
+        }
+        Ok(())
+    });
+    threads
+}
+
+/// Frees a pool handle (NULL is ignored). Its threads stop once no thread uses the pool
+/// (see [`sj_use_pool`]).
+///
+/// # Safety
+/// `pool` is NULL or a pointer from `sj_pool_new` not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn sj_pool_free(pool: *mut SjPool) {
+    guard("sj_pool_free", || {
+        if !pool.is_null() {
+            // SAFETY: the caller passes a pointer from `Box::into_raw` in `sj_pool_new`,
+            // once.
+            drop(unsafe { Box::from_raw(pool) });
+        }
+        Ok(())
+    });
+}
+
+/// Makes the calls this thread makes from now on split over `pool`, this thread taking
+/// chunks too (NULL: the global pool again), until the next `sj_use_pool` on this thread
+/// or its end. Other threads keep theirs. The pool's threads live while a thread uses it,
+/// even after [`sj_pool_free`].
+///
+/// # Safety
+/// `pool` is NULL or a live pool.
+#[no_mangle]
+pub unsafe extern "C" fn sj_use_pool(pool: *const SjPool) {
+    guard("sj_use_pool", || {
+        // SAFETY: NULL or live by the caller's promise.
+        Pool::use_on_this_thread(unsafe { pool.as_ref() }.map(|p| &p.0));
+        Ok(())
+    });
+}
+
 fn null_argument(which: &str) -> Failure {
     Failure(
         Status::NullPointer,
@@ -675,6 +749,14 @@ mod tests {
         shared::<SjCache>();
         shared::<SjKernel>();
         shared::<SjPrepared>();
+        shared::<SjPool>();
+    }
+
+    #[test]
+    fn the_header_states_the_most_threads_of_a_pool() {
+        let header = include_str!("../include/scatterjit.h");
+        let limit = format!("over {} threads", Pool::MAX_THREADS);
+        assert!(header.contains(&limit), "scatterjit.h must say {limit:?}");
     }
 
     #[test]

@@ -43,11 +43,26 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// The most threads [`Pool::new`] starts. Each reserves a stack, and far more threads
+    /// than cores only wait on each other; a count past this is taken for a mistake (a
+    /// negative count cast to unsigned, say) rather than spending seconds starting them.
+    pub const MAX_THREADS: usize = 1024;
+
     /// A pool of `threads` threads (`0`: as many as rayon's global pool would start, the
     /// cores or `RAYON_NUM_THREADS`); calls inside [`Pool::run`] split over that many,
-    /// the calling thread counting as one of them where it takes chunks. An error if the
-    /// system does not start the threads.
+    /// the calling thread counting as one of them where it takes chunks. An error
+    /// (`InvalidInput`) past [`Pool::MAX_THREADS`], or if the system does not start the
+    /// threads.
     pub fn new(threads: usize) -> std::io::Result<Pool> {
+        if threads > Pool::MAX_THREADS {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "a pool of {threads} threads: at most {} are started",
+                    Pool::MAX_THREADS
+                ),
+            ));
+        }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("scatterjit-{i}"))
@@ -74,13 +89,25 @@ impl Pool {
         struct Restore(Option<Arc<rayon::ThreadPool>>);
         impl Drop for Restore {
             fn drop(&mut self) {
-                LENT.with(|l| *l.borrow_mut() = self.0.take());
+                lend(self.0.take());
             }
         }
-        let lent = Some(Arc::clone(&self.threads));
-        let _restore = Restore(LENT.with(|l| l.replace(lent)));
+        let _restore = Restore(lend(Some(Arc::clone(&self.threads))));
         f()
     }
+
+    /// Makes `pool` the one this thread's calls split over from now on (`None`: the
+    /// current rayon pool again), as inside [`Pool::run`], until the next such call on
+    /// this thread or its end; for the C ABI (`sj_use_pool`), where no closure marks the
+    /// calls' extent. The pool's threads live while a thread uses it.
+    pub(crate) fn use_on_this_thread(pool: Option<&Pool>) {
+        drop(lend(pool.map(|p| Arc::clone(&p.threads))));
+    }
+}
+
+/// Makes `pool` the one this thread's calls split over (see [`lent`]); the one before.
+fn lend(pool: Option<Arc<rayon::ThreadPool>>) -> Option<Arc<rayon::ThreadPool>> {
+    LENT.with(|l| l.replace(pool))
 }
 
 // A panic inside `run` leaves the pool as it was: rayon's threads catch their jobs' panics.
@@ -483,6 +510,49 @@ mod tests {
         assert_eq!(available(), outside);
         // From a thread of another pool, `f` runs on the lent pool's threads.
         pool(2).install(|| assert_eq!(lent.run(available), 3));
+    }
+
+    #[test]
+    fn a_pool_used_on_a_thread_serves_its_calls_until_replaced() {
+        // On a thread of its own: the setting is this thread's alone.
+        std::thread::spawn(|| {
+            let outside = available();
+            let three = Pool::new(3).expect("threads start");
+            Pool::use_on_this_thread(Some(&three));
+            drop(three); // its threads live while a thread uses it
+            assert_eq!(available(), 3);
+            assert_eq!(serial(available), 1);
+            let two = Pool::new(2).expect("threads start");
+            assert_eq!(two.run(available), 2);
+            assert_eq!(available(), 3, "run returns the pool used before");
+            assert_eq!(std::thread::spawn(available).join().unwrap(), outside);
+            // Chunks run on the pool's threads and this one's.
+            let here = std::thread::current().id();
+            let strangers = AtomicUsize::new(0);
+            let each = |_: usize| {
+                let on = std::thread::current();
+                let ours = on.name().is_some_and(|n| n.starts_with("scatterjit-"));
+                if !ours && on.id() != here {
+                    strangers.fetch_add(1, Ordering::Relaxed);
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                Ok::<(), ()>(())
+            };
+            try_each(64, true, each).expect("no chunk fails");
+            assert_eq!(strangers.load(Ordering::Relaxed), 0);
+            Pool::use_on_this_thread(None);
+            assert_eq!(available(), outside);
+        })
+        .join()
+        .expect("the checks pass");
+    }
+
+    #[test]
+    fn a_pool_past_the_most_threads_is_refused() {
+        let e = Pool::new(Pool::MAX_THREADS + 1).expect_err("too many threads");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("1025 threads"), "{e}");
+        assert!(Pool::new(0).expect("the default count").threads() >= 1);
     }
 
     #[test]

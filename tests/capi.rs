@@ -26,6 +26,8 @@ const CASES: &[(&str, &str)] = &[
     ("gather_bad_index_prepared", GATHER),
     ("scatter_bad_index", SCATTER_ADD),
     ("scatter_bad_index_prepared", SCATTER_ADD),
+    ("gather_elements_on_a_pool", GATHER_ELEMENTS),
+    ("gather_elements_on_a_pool_prepared", GATHER_ELEMENTS),
     ("scatter_in_place_outliving_cache", SCATTER_ADD),
 ];
 const SCATTER_ADD: &str = "scatter_elements.f32.i64.r2.a1.add";
@@ -42,6 +44,12 @@ const MISUSES: &[(&str, i32, &[&str])] = &[
     ("get_bad_axis", 8, &["axis 5"]),
     ("run_null_kernel", 1, &["sj_kernel_run", "NULL"]),
     ("run_null_args", 1, &["sj_kernel_run", "NULL"]),
+    ("pool_null_out", 1, &["sj_pool_new", "NULL"]),
+    (
+        "pool_too_many_threads",
+        10,
+        &["sj_pool_new", "5000 threads", "1024"],
+    ),
     ("null_tensor", 1, &["args.indices is NULL"]),
     ("wrong_dtype", 3, &["indices", "i32", "i64"]),
     ("wrong_rank", 4, &["out", "rank 1"]),

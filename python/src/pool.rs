@@ -2,7 +2,7 @@
 
 use std::sync::RwLock;
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use scatterjit::Pool;
 
@@ -56,13 +56,17 @@ pub(crate) fn compute<T: Send>(py: Python<'_>, work: usize, f: impl FnOnce() -> 
 
 /// Sets how many threads a large call splits over: ``n`` threads in a pool of
 /// scatterjit's own, or with ``n = 0`` rayon's global pool (as many threads as cores,
-/// or ``RAYON_NUM_THREADS``). Results are bit-identical whatever the count.
+/// or ``RAYON_NUM_THREADS``). Results are bit-identical whatever the count. A
+/// ``ValueError`` past the most threads a pool starts (the message says how many).
 #[pyfunction]
 pub(crate) fn set_num_threads(n: usize) -> PyResult<()> {
     let pool = if n == 0 {
         None
     } else {
-        Some(Pool::new(n).map_err(|e| PyRuntimeError::new_err(e.to_string()))?)
+        Some(Pool::new(n).map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidInput => PyValueError::new_err(e.to_string()),
+            _ => PyRuntimeError::new_err(e.to_string()),
+        })?)
     };
     *POOL.write().unwrap_or_else(|e| e.into_inner()) = pool;
     Ok(())

@@ -46,6 +46,16 @@ def test_results_are_bit_identical_at_every_pool_size():
 
 
 @pytest.mark.usefixtures("restore_threads")
+def test_a_thread_count_past_the_limit_is_a_value_error_and_keeps_the_pool():
+    scatterjit.set_num_threads(2)
+    with pytest.raises(ValueError, match="5000 threads: at most 1024"):
+        scatterjit.set_num_threads(5000)
+    with pytest.raises(OverflowError):
+        scatterjit.set_num_threads(-1)
+    assert scatterjit.get_num_threads() == 2
+
+
+@pytest.mark.usefixtures("restore_threads")
 @pytest.mark.parametrize("rows", [1, 63, 64, 65, 200, 1023, 1025])
 def test_calls_on_either_side_of_the_inline_and_pool_bounds_agree_with_numpy(rows):
     """Calls of under 4096 elements of work run on the calling thread with the GIL held,

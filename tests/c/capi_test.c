@@ -1,5 +1,6 @@
-/* Drives the C ABI of the shared library (scatterjit.h): results, a bad index, and misuse
- * (NULL pointers, a bad key, wrong dtypes, ranks and shapes, aliasing), each call both
+/* Drives the C ABI of the shared library (scatterjit.h): results, a bad index, a pool of
+ * threads, and misuse (NULL pointers, a bad key, wrong dtypes, ranks and shapes, aliasing,
+ * too many threads), each call both
  * through sj_kernel_run and through a prepared call. The Rust side
  * (tests/capi.rs) compares every case with the reference interpreter and checks the
  * misuse statuses and messages. */
@@ -141,6 +142,31 @@ int main(void) {
     use("scatter_elements.f32.i64.r2.a1.add");
     run_both("scatter_bad_index", &bargs);
 
+    /* A call large enough to split, on a pool of three threads: every chunk of both forms
+     * runs there or on this thread. */
+    sj_pool *pool = NULL;
+    if (sj_pool_new(3, &pool) != SJ_OK || sj_pool_threads(pool) != 3 ||
+        sj_pool_threads(NULL) != 0) {
+        printf("cannot start a pool of 3: %s\n", sj_last_error());
+        return 1;
+    }
+    sj_use_pool(pool);
+    sj_pool_free(pool); /* it lives while this thread uses it */
+    enum { PR = 512, PC = 256 };
+    static float pdata[PR * PC], pout[PR * PC];
+    static int64_t pidx[PR * PC];
+    int64_t pshape[2] = {PR, PC};
+    iota(pdata, PR * PC);
+    for (int i = 0; i < PR * PC; i++)
+        pidx[i] = (int64_t)((i * 7919u) % (2 * PC)) - PC;
+    sj_tensor pd = T(pdata, SJ_DTYPE_F32, 2, pshape, NULL), pi = T(pidx, SJ_DTYPE_I64, 2, pshape, NULL),
+              po = T(pout, SJ_DTYPE_F32, 2, pshape, NULL);
+    sj_args pargs = {&pd, &pi, NULL, &po, {0}, NULL, 0};
+    use("gather_elements.f32.i64.r2.a1");
+    run_both("gather_elements_on_a_pool", &pargs);
+    sj_use_pool(NULL);
+    use("scatter_elements.f32.i64.r2.a1.add");
+
     /* Misuse of the library itself. */
     sj_kernel *k = NULL;
     report("get_null_cache", sj_kernel_get(NULL, "gather.f32.i64.r2.q1.a0", &k), 1);
@@ -150,6 +176,9 @@ int main(void) {
     report("get_bad_axis", sj_kernel_get(cache, "gather_elements.f32.i64.r2.a5", &k), k == NULL);
     report("run_null_kernel", sj_kernel_run(NULL, &sargs), 1);
     report("run_null_args", sj_kernel_run(current, NULL), 1);
+    sj_pool *none = NULL;
+    report("pool_null_out", sj_pool_new(2, NULL), 1);
+    report("pool_too_many_threads", sj_pool_new(5000, &none), none == NULL);
 
     /* Misuse of a call: each fails with its status and leaves out alone. */
     sj_args a = sargs;
