@@ -5,7 +5,9 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use scatterjit_ir::{checked_numel, Combine, KernelKey, LoopNest, OpKind, Operand, PassKind};
+use scatterjit_ir::{
+    checked_numel, Combine, KernelKey, LoopNest, OpKind, Operand, PassKind, Reduction,
+};
 
 use super::bind::{bind, variant_of, Operands};
 use super::call::{pointers, Call};
@@ -765,6 +767,28 @@ impl Kernel {
             let size = key.dtype().size() as i64;
             row_work(as_i64(work / row_len), as_i64(row_len), size, moves)
         });
+        // Into a destination that stays in one core's private cache, the ordinary passes
+        // of an index uniform by layout run on one thread per position at that cache's
+        // speed (`split` declines to cut its slices, see `picked_extent`), while a
+        // bucket's rows cost [`LISTED_COST`] times theirs: buckets repay that, and their
+        // sort, only on more threads than that. Max and min, whose rows cost about twice
+        // an add's (see [`row_moves`]), still gain from buckets on two, as does an index
+        // uniform by value, whose sort is its check. 2-vCPU Xeon, f32 slices of 256 bytes
+        // into E / 8 rows, two threads, buckets against the ordinary pass (us, medians of
+        // five alternations): expanded add E = 4,096 81.7 and 50.3, 16,384 402 and 282;
+        // mean 87.6 and 68.4, 422 and 332; max 86.8 and 86.5, 308 and 393; materialized
+        // add 4,096 152 and 219, mean 173 and 226 (BENCHMARKS.md).
+        let extent = data_shape[axis..]
+            .iter()
+            .fold(key.dtype().size(), |n, &d| n.saturating_mul(d));
+        let costly = matches!(
+            apply.combine,
+            Combine::Reduce(Reduction::Max | Reduction::Min)
+        );
+        let least = match by_layout && !costly && as_i64(extent) < jit::private_cache() {
+            true => least.max(LISTED_COST + 1),
+            false => least,
+        };
         let spread = apply_work >= as_i64(splits_from())
             && threads as u64 >= (least as u64).saturating_mul(outer as u64);
         let target = match spread {
@@ -1278,6 +1302,14 @@ mod tests {
         assert_eq!(decide(Reduction::None, 4096, true).0, 4096 * (8 + 16));
         // A materialized index moves along the row: its elements, which weigh more.
         assert_eq!(decide(Reduction::Add, 1024, false).0, 1024 * 64);
+        // Into a destination that stays in a core's private cache (256 KiB), an add through
+        // an expanded index takes one thread's ordinary pass; max, and a materialized
+        // index, still bucket; past any such cache (4 MiB), all bucket.
+        let small = jit::private_cache() > 256 << 10;
+        assert_eq!(decide(Reduction::Add, 4096, true).1, !small);
+        assert!(decide(Reduction::Add, 4096, false).1);
+        assert!(decide(Reduction::Add, 65536, true).1);
+        assert!(decide(Reduction::Max, 65536, true).1);
     }
 
     #[test]
