@@ -99,14 +99,8 @@ pub extern "C" fn sj_cache_new() -> *mut SjCache {
 /// `cache` is NULL or a pointer from `sj_cache_new` not freed before.
 #[no_mangle]
 pub unsafe extern "C" fn sj_cache_free(cache: *mut SjCache) {
-    guard("sj_cache_free", || {
-        if !cache.is_null() {
-            // SAFETY: the caller passes a pointer from `Box::into_raw` in `sj_cache_new`,
-            // once.
-            drop(unsafe { Box::from_raw(cache) });
-        }
-        Ok(())
-    });
+    // SAFETY: forwarded from the caller's promise.
+    unsafe { free_handle("sj_cache_free", cache) };
 }
 
 /// Looks up (compiling on first use) the kernel of the printed key `key`
@@ -145,14 +139,8 @@ pub unsafe extern "C" fn sj_kernel_get(
 /// `kernel` is NULL or a handle from `sj_kernel_get` not freed before.
 #[no_mangle]
 pub unsafe extern "C" fn sj_kernel_free(kernel: *mut SjKernel) {
-    guard("sj_kernel_free", || {
-        if !kernel.is_null() {
-            // SAFETY: the caller passes a pointer from `Box::into_raw` in `sj_kernel_get`,
-            // once.
-            drop(unsafe { Box::from_raw(kernel) });
-        }
-        Ok(())
-    });
+    // SAFETY: forwarded from the caller's promise.
+    unsafe { free_handle("sj_kernel_free", kernel) };
 }
 
 /// Runs `kernel` on the tensors of `args`, writing `args->out` (see `sj_args` in C for
@@ -356,14 +344,8 @@ pub unsafe extern "C" fn sj_prepared_run(
 /// `prepared` is NULL or a pointer from `sj_prepare` not freed before.
 #[no_mangle]
 pub unsafe extern "C" fn sj_prepared_free(prepared: *mut SjPrepared) {
-    guard("sj_prepared_free", || {
-        if !prepared.is_null() {
-            // SAFETY: the caller passes a pointer from `Box::into_raw` in `sj_prepare`,
-            // once.
-            drop(unsafe { Box::from_raw(prepared) });
-        }
-        Ok(())
-    });
+    // SAFETY: forwarded from the caller's promise.
+    unsafe { free_handle("sj_prepared_free", prepared) };
 }
 
 /// An opaque pool of threads (`sj_pool` in C) that calls may split over instead of the
@@ -414,14 +396,8 @@ pub unsafe extern "C" fn sj_pool_threads(pool: *const SjPool) -> u32 {
 /// `pool` is NULL or a pointer from `sj_pool_new` not freed before.
 #[no_mangle]
 pub unsafe extern "C" fn sj_pool_free(pool: *mut SjPool) {
-    guard("sj_pool_free", || {
-        if !pool.is_null() {
-            // SAFETY: the caller passes a pointer from `Box::into_raw` in `sj_pool_new`,
-            // once.
-            drop(unsafe { Box::from_raw(pool) });
-        }
-        Ok(())
-    });
+    // SAFETY: forwarded from the caller's promise.
+    unsafe { free_handle("sj_pool_free", pool) };
 }
 
 /// Makes the calls this thread makes from now on split over `pool`, this thread taking
@@ -436,6 +412,21 @@ pub unsafe extern "C" fn sj_use_pool(pool: *const SjPool) {
     guard("sj_use_pool", || {
         // SAFETY: NULL or live by the caller's promise.
         Pool::use_on_this_thread(unsafe { pool.as_ref() }.map(|p| &p.0));
+        Ok(())
+    });
+}
+
+/// Frees a handle that a `sj_*_new` or `sj_*_get` function made with `Box::into_raw`
+/// (NULL is ignored), reporting a panic of its drop as `function`'s.
+///
+/// # Safety
+/// `handle` is NULL or a pointer from `Box::into_raw` not freed before.
+unsafe fn free_handle<T>(function: &str, handle: *mut T) {
+    guard(function, || {
+        if !handle.is_null() {
+            // SAFETY: the caller passes a pointer from `Box::into_raw`, once.
+            drop(unsafe { Box::from_raw(handle) });
+        }
         Ok(())
     });
 }
