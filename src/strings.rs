@@ -10,8 +10,6 @@
 //! halves the bytes the kernel moves, and two handle types keep the number of compiled
 //! kernels per string key at two at most.
 
-use rayon::prelude::*;
-
 use scatterjit_ir::{Element, Op, Tensor};
 
 use crate::error::Result;
@@ -84,16 +82,21 @@ fn via_handles<H: Element + TryFrom<usize> + Into<u64>>(
     let out = crate::api::run(op, &data_handles, indices, update_handles.as_ref())?;
     let handles = out.to_vec::<H>()?;
     let value = |&h: &H| strings.get(h.into()).clone();
-    let values: Vec<String> = match crate::threads::available() > 1 {
-        true => crate::threads::on_pool(|| {
-            handles
-                .par_iter()
-                .with_min_len(PARALLEL_MIN)
-                .map(value)
-                .collect()
-        }),
-        false => handles.iter().map(value).collect(),
-    };
+    // Chunks of at least PARALLEL_MIN strings, four per thread, each filling its own part
+    // of the output, as every host step splits (`threads::each_item`).
+    let threads = crate::threads::available();
+    let chunk = PARALLEL_MIN.max(handles.len().div_ceil(4 * threads));
+    let mut values = vec![String::new(); handles.len()];
+    let pieces: Vec<_> = values
+        .chunks_mut(chunk)
+        .zip(handles.chunks(chunk))
+        .collect();
+    let work = i64::try_from(handles.len()).unwrap_or(i64::MAX);
+    crate::threads::each_item(
+        pieces,
+        crate::threads::caller_helps(work, threads),
+        |_, (out, handles)| out.iter_mut().zip(handles).for_each(|(o, h)| *o = value(h)),
+    );
     Ok(Tensor::from_strings(out.shape(), values)?)
 }
 
@@ -134,6 +137,25 @@ mod tests {
             ["q", "", "p", "s", "🦀", "t"],
             "the interpreter itself"
         );
+    }
+
+    #[test]
+    fn long_outputs_map_back_alike_on_any_pool() {
+        // Several chunks of PARALLEL_MIN strings, a short last one.
+        let n = 3 * PARALLEL_MIN + 5;
+        let words: Vec<String> = (0..n).map(|i| format!("w{i}")).collect();
+        let data = Tensor::from_strings(&[n], words.iter().map(String::as_str)).unwrap();
+        let picks: Vec<i64> = (0..n as i64).map(|i| (i * 7919) % n as i64 - 3).collect();
+        let indices = Tensor::from_slice(&[n], &picks).unwrap();
+        let op = Op::Gather { axis: 0 };
+        let want = interp::run(&op, &data, &indices, None).unwrap();
+        let run = || run(&op, &data, &indices, None).unwrap();
+        assert_eq!(run(), want);
+        assert_eq!(crate::serial(run), want);
+        let three = crate::Pool::new(3).unwrap();
+        assert_eq!(three.run(run), want);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build();
+        assert_eq!(pool.unwrap().install(run), want);
     }
 
     #[test]
