@@ -1,6 +1,7 @@
 //! The body of the `capi` fuzz target: the exported `sj_*` functions of the C ABI
 //! (`scatterjit::ffi`, declared in `include/scatterjit.h`) on hostile descriptors, checked
-//! against the Rust API on the same input.
+//! against the Rust API on the same input. Calls run inside a rayon pool of three or, now
+//! and then, from the fuzzing thread lent a pool of three by `sj_use_pool`.
 //!
 //! The fuzzer hands wild geometry, never wild pointers: every descriptor the library
 //! could accept points into a real buffer that holds every byte its shape, strides and
@@ -13,7 +14,8 @@
 use scatterjit::cabi::{dtype_code, dtype_of_code, SjArgs, SjTensor, Status, DEVICE_CPU};
 use scatterjit::ffi::{
     sj_cache_free, sj_cache_new, sj_kernel_free, sj_kernel_get, sj_kernel_run, sj_last_error,
-    sj_prepare, sj_prepared_free, sj_prepared_run, SjCache, SjKernel,
+    sj_pool_new, sj_prepare, sj_prepared_free, sj_prepared_run, sj_use_pool, SjCache, SjKernel,
+    SjPool,
 };
 use scatterjit::ir::{
     checked_numel, row_major_strides, DType, Error as IrError, KernelKey, Meta, OpKind, Reduction,
@@ -61,6 +63,26 @@ fn c_cache() -> *mut SjCache {
             Cache(cache)
         })
         .0
+}
+
+/// A pool of three threads made through the C ABI, which some calls run on from the
+/// fuzzing thread (`sj_use_pool`) instead of inside a rayon pool of three.
+fn c_pool() -> *const SjPool {
+    struct Handle(*mut SjPool);
+    // SAFETY: a pool is shared between threads by design; the pointer is only handed to
+    // the `sj_*` functions.
+    unsafe impl Send for Handle {}
+    // SAFETY: as above.
+    unsafe impl Sync for Handle {}
+    static POOL: OnceLock<Handle> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: a writable pointer.
+        let status = unsafe { sj_pool_new(3, &mut pool) };
+        assert_eq!(status, Status::Ok as i32, "sj_pool_new: {}", last_error());
+        Handle(pool)
+    })
+    .0
 }
 
 /// The kernel cache behind [`c_cache`]: the Rust API's answers use its kernels, so that a
@@ -810,7 +832,18 @@ fn run_case(c: &mut Choices, key: &KernelKey, kernel: *mut SjKernel) {
         },
         prepared,
     };
-    let (status, message, function) = pools()[1].install(|| call.run());
+    // The last choice, so that the seeds' layout stays as it was: from this thread, lent a
+    // pool of three by the C ABI, or inside a rayon pool of three.
+    let (status, message, function) = if c.flag() {
+        // SAFETY: a live pool, never freed; NULL restores the global pool.
+        unsafe { sj_use_pool(c_pool()) };
+        let result = call.run();
+        // SAFETY: as above.
+        unsafe { sj_use_pool(std::ptr::null()) };
+        result
+    } else {
+        pools()[1].install(|| call.run())
+    };
     let context = || format!("{key} {descs:?} home {home:?}");
     match expected {
         Expected::Fails(want, position) => {
