@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use scatterjit_ir::{
-    checked_numel, Combine, KernelKey, LoopNest, OpKind, Operand, PassKind, Reduction,
+    checked_numel, Combine, DTypeClass, KernelKey, LoopNest, OpKind, Operand, PassKind, Reduction,
 };
 
 use super::bind::{bind, variant_of, Operands};
@@ -162,6 +162,17 @@ pub(super) struct Split {
 /// (prefetched) on two threads keep rayon's hand-off, each bucket about a millisecond: the
 /// caller's chunks ran them 1.1-1.4x slower (medians of five alternations, BENCHMARKS.md).
 const LISTED_COST: i64 = 2;
+
+/// The share of a core's private cache ([`jit::private_cache`]) under which a destination
+/// takes one thread's ordinary pass rather than two threads' buckets (see
+/// `Kernel::sorted`). 2-vCPU Xeon (2 MiB second-level cache), slices of 256 bytes through
+/// an expanded index into E / 8 rows, two threads' buckets against the ordinary pass on
+/// one (us, medians of five alternations on an idle machine): f32 add E = 2,048 (64 KiB)
+/// 38.8 and 25.3, 4,096 60.8 and 49.8, 8,192 123 and 111, 16,384 (512 KiB) 261 and 251;
+/// mean 45.0 and 36.1, 71.5 and 68.3, 146 and 162, 285 and 331; a copy (`none`) 4,096
+/// 59.8 and 53.4, 8,192 121 and 125, 16,384 219 and 276; i32 max 4,096 62.5 and 51.1,
+/// 16,384 271 and 247; f32 max 4,096 79.1 and 84.8, 16,384 301 and 390 (BENCHMARKS.md).
+const BUCKETS_CACHED_SHARE: i64 = 8;
 
 /// [`caller_helps`] for the engine's steps of a call whose listed apply weighs `work`
 /// ([`pass_work`]'s weight on the ordinary pass): the sort's two passes and the buckets
@@ -767,25 +778,23 @@ impl Kernel {
             let size = key.dtype().size() as i64;
             row_work(as_i64(work / row_len), as_i64(row_len), size, moves)
         });
-        // Into a destination that stays in one core's private cache, the ordinary passes
-        // of an index uniform by layout run on one thread per position at that cache's
-        // speed (`split` declines to cut its slices, see `picked_extent`), while a
-        // bucket's rows cost [`LISTED_COST`] times theirs: buckets repay that, and their
-        // sort, only on more threads than that. Max and min, whose rows cost about twice
-        // an add's (see [`row_moves`]), still gain from buckets on two, as does an index
-        // uniform by value, whose sort is its check. 2-vCPU Xeon, f32 slices of 256 bytes
-        // into E / 8 rows, two threads, buckets against the ordinary pass (us, medians of
-        // five alternations): expanded add E = 4,096 81.7 and 50.3, 16,384 402 and 282;
-        // mean 87.6 and 68.4, 422 and 332; max 86.8 and 86.5, 308 and 393; materialized
-        // add 4,096 152 and 219, mean 173 and 226 (BENCHMARKS.md).
+        // Into a destination well inside one core's private cache (an eighth of it,
+        // [`BUCKETS_CACHED_SHARE`]), the ordinary passes of an index uniform by layout run
+        // on one thread per position at that cache's speed (`split` declines to cut its
+        // slices, see `picked_extent`), while a bucket's rows cost [`LISTED_COST`] times
+        // theirs: buckets repay that, and their sort, only on more threads than that.
+        // Float max and min, whose rows cost about twice an add's (NaNs kept, see
+        // [`row_moves`]), still gain from buckets on two, as does an index uniform by
+        // value, whose sort is its check.
         let extent = data_shape[axis..]
             .iter()
             .fold(key.dtype().size(), |n, &d| n.saturating_mul(d));
         let costly = matches!(
             apply.combine,
             Combine::Reduce(Reduction::Max | Reduction::Min)
-        );
-        let least = match by_layout && !costly && as_i64(extent) < jit::private_cache() {
+        ) && key.dtype().class() == DTypeClass::Float;
+        let cached = as_i64(extent) < jit::private_cache() / BUCKETS_CACHED_SHARE;
+        let least = match by_layout && !costly && cached {
             true => least.max(LISTED_COST + 1),
             false => least,
         };
@@ -1272,10 +1281,11 @@ mod tests {
     #[test]
     fn rows_combined_through_a_broadcast_index_count_their_bytes() {
         // The apply's work and whether the engine lists buckets on two threads, for a
-        // scatter of `rows` rows of 64 f32 (256 bytes) along axis 0 into `rows / 4`.
-        let decide = |reduction: Reduction, rows: usize, expanded: bool| {
+        // scatter of `rows` rows of 64 `dtype` (256 bytes of f32) along axis 0 into
+        // `rows / 4`.
+        let decide_as = |dtype: DType, reduction: Reduction, rows: usize, expanded: bool| {
             let key =
-                KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, reduction, true).unwrap();
+                KernelKey::scatter_elements(dtype, DType::I64, 2, 0, reduction, true).unwrap();
             let shape = [rows, 64];
             let strides = if expanded {
                 vec![1, 0]
@@ -1293,6 +1303,7 @@ mod tests {
             let sorted = on_threads(2, || kernel.sorted(&[rows / 4, 64], &view));
             (work, sorted.is_some_and(|s| s.buckets.is_some()))
         };
+        let decide = |reduction, rows, expanded| decide_as(DType::F32, reduction, rows, expanded);
         // A reduction moves each row's bytes three times: 8 units and 256 * 3 / 32 a row.
         // 1,024 rows weigh less than a split's 2^16 (as 2^16 elements they weighed more):
         // no buckets. 4,096 rows weigh more.
@@ -1302,12 +1313,15 @@ mod tests {
         assert_eq!(decide(Reduction::None, 4096, true).0, 4096 * (8 + 16));
         // A materialized index moves along the row: its elements, which weigh more.
         assert_eq!(decide(Reduction::Add, 1024, false).0, 1024 * 64);
-        // Into a destination that stays in a core's private cache (256 KiB), an add through
-        // an expanded index takes one thread's ordinary pass; max, and a materialized
-        // index, still bucket; past any such cache (4 MiB), all bucket.
-        let small = jit::private_cache() > 256 << 10;
-        assert_eq!(decide(Reduction::Add, 4096, true).1, !small);
-        assert!(decide(Reduction::Add, 4096, false).1);
+        // Into a destination well inside a core's private cache (128 KiB), an add through
+        // an expanded index takes one thread's ordinary pass, as does an integer max;
+        // float max, and a materialized index, still bucket; past any such cache (4 MiB),
+        // all bucket.
+        let small = jit::private_cache() / BUCKETS_CACHED_SHARE > 128 << 10;
+        assert_eq!(decide(Reduction::Add, 2048, true).1, !small);
+        assert_eq!(decide_as(DType::I32, Reduction::Max, 2048, true).1, !small);
+        assert!(decide(Reduction::Max, 2048, true).1);
+        assert!(decide(Reduction::Add, 2048, false).1);
         assert!(decide(Reduction::Add, 65536, true).1);
         assert!(decide(Reduction::Max, 65536, true).1);
     }
