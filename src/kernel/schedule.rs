@@ -168,10 +168,11 @@ const LISTED_COST: i64 = 2;
 /// `Kernel::sorted`). 2-vCPU Xeon (2 MiB second-level cache), slices of 256 bytes through
 /// an expanded index into E / 8 rows, two threads' buckets against the ordinary pass on
 /// one (us, medians of five alternations on an idle machine): f32 add E = 2,048 (64 KiB)
-/// 38.8 and 25.3, 4,096 60.8 and 49.8, 8,192 123 and 111, 16,384 (512 KiB) 261 and 251;
-/// mean 45.0 and 36.1, 71.5 and 68.3, 146 and 162, 285 and 331; a copy (`none`) 4,096
-/// 59.8 and 53.4, 8,192 121 and 125, 16,384 219 and 276; i32 max 4,096 62.5 and 51.1,
-/// 16,384 271 and 247; f32 max 4,096 79.1 and 84.8, 16,384 301 and 390 (BENCHMARKS.md).
+/// 38.8 and 25.3, 4,096 60.8 and 49.5, 8,192 123 and 111, 16,384 (512 KiB) 261 and 249;
+/// mean 45.0 and 36.1, 71.5 and 68.3, 146 and 162, 285 and 300-331; a copy (`none`) 4,096
+/// 59.8 and 52.5, 8,192 121 and 125, 16,384 219 and 276-280; i32 max 4,096 62.5 and 51.1,
+/// 16,384 271 and 247; f32 max 4,096 79.1 and 84.8, 16,384 301 and 390 (BENCHMARKS.md,
+/// the table of "A pool for C callers").
 const BUCKETS_CACHED_SHARE: i64 = 8;
 
 /// [`caller_helps`] for the engine's steps of a call whose listed apply weighs `work`
