@@ -34,6 +34,7 @@ use cranelift_object::{ObjectBuilder, ObjectModule};
 use scatterjit_ir::{DType, Error as IrError, KernelKey, Plan};
 
 use crate::abi::Variant;
+use crate::codegen::Bounds;
 use crate::error::{Error, Result};
 use crate::jit;
 use entry::PassRefs;
@@ -121,6 +122,7 @@ fn define_key(module: &mut ObjectModule, key: &KernelKey) -> Result<()> {
                 nest.pass,
                 variant,
                 false,
+                Bounds::Checked,
                 &pass_name,
                 jit::CodeHome::Object,
                 false,
@@ -250,6 +252,7 @@ mod tests {
                         nest.pass,
                         Variant::Contiguous,
                         false,
+                        Bounds::Checked,
                         &name,
                         jit::CodeHome::Object,
                         true,

@@ -10,6 +10,6 @@ mod test_jit;
 
 pub(crate) use half::f16_to_f32_bits;
 pub(crate) use lower::{
-    build_pass, prefetch_helper_signature, stream_helper_signature, Machine, Prefetch, FROM_DEST,
-    FROM_SOURCE,
+    build_pass, prefetch_helper_signature, stream_helper_signature, Bounds, Machine, Prefetch,
+    FROM_DEST, FROM_SOURCE,
 };

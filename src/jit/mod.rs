@@ -16,7 +16,7 @@ use scatterjit_ir::{PassKind, Plan};
 use target_lexicon::{Architecture, Triple};
 
 use crate::abi::Variant;
-use crate::codegen::{self, Machine, Prefetch};
+use crate::codegen::{self, Bounds, Machine, Prefetch};
 use crate::error::{Error, Result};
 
 mod f16_table;
@@ -198,7 +198,8 @@ pub(crate) enum CodeHome {
 /// Declares pass `kind` of `plan` in `variant` as function `name` of `module` and defines it
 /// with the one lowering ([`codegen::build_pass`]): the path from a loop nest to machine
 /// code, for the JIT and object files alike. `listed`: the outermost loop walks a row list
-/// (see `crate::engine`); `home` is where the code will run. Returns the function's id and machine code size; with `listing`,
+/// (see `crate::engine`); `bounds`: whether it checks its indices (see
+/// [`codegen::Bounds`]); `home` is where the code will run. Returns the function's id and machine code size; with `listing`,
 /// also its CLIF before and after optimization and its disassembly.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn define_pass<M: Module>(
@@ -207,6 +208,7 @@ pub(crate) fn define_pass<M: Module>(
     kind: PassKind,
     variant: Variant,
     listed: bool,
+    bounds: Bounds,
     name: &str,
     home: CodeHome,
     listing: bool,
@@ -276,7 +278,7 @@ pub(crate) fn define_pass<M: Module>(
             machine.prefetch = prefetch;
             machine.f16_table = f16_table;
             machine.stream = stream;
-            codegen::build_pass(&mut b, &key, nest, variant, machine, listed);
+            codegen::build_pass(&mut b, &key, nest, variant, machine, listed, bounds);
             b.finalize(module.target_config());
         }
         // Rendering CLIF costs about a quarter of a compile: only for listings and errors.
@@ -318,14 +320,15 @@ thread_local! {
     static CONTEXTS: Cell<Option<(Context, FunctionBuilderContext)>> = const { Cell::new(None) };
 }
 
-/// Compiles pass `kind` of `plan` in `variant` (its outermost loop `listed` or not) into a
-/// fresh module. With `listing`, also returns its CLIF before and after optimization and
-/// its disassembly.
+/// Compiles pass `kind` of `plan` in `variant` (its outermost loop `listed` or not, its
+/// indices checked or not, see [`define_pass`]) into a fresh module. With `listing`, also
+/// returns its CLIF before and after optimization and its disassembly.
 pub(crate) fn compile(
     plan: &Plan,
     kind: PassKind,
     variant: Variant,
     listed: bool,
+    bounds: Bounds,
     listing: bool,
 ) -> Result<(Code, Option<Listing>)> {
     let mut builder = JITBuilder::with_isa(isa(false)?, default_libcall_names());
@@ -341,8 +344,12 @@ pub(crate) fn compile(
     }
     let mut module = JITModule::new(builder);
     let listed_suffix = if listed { ".listed" } else { "" };
+    let bounds_suffix = match bounds {
+        Bounds::Checked => "",
+        Bounds::InRange => ".in_range",
+    };
     let name = format!(
-        "{}.{}.{}{listed_suffix}",
+        "{}.{}.{}{listed_suffix}{bounds_suffix}",
         plan.key,
         kind.name(),
         variant.name()
@@ -353,6 +360,7 @@ pub(crate) fn compile(
         kind,
         variant,
         listed,
+        bounds,
         &name,
         CodeHome::Process,
         listing,
@@ -419,7 +427,15 @@ mod tests {
         let variant = Variant::Broadcast(Still(1 << at(Operand::Indices)));
         let per_row = if prefetch::address().is_some() { 2 } else { 0 };
         for listed in [false, true] {
-            let (_, listing) = compile(&plan, PassKind::Apply, variant, listed, true).unwrap();
+            let (_, listing) = compile(
+                &plan,
+                PassKind::Apply,
+                variant,
+                listed,
+                Bounds::Checked,
+                true,
+            )
+            .unwrap();
             let clif = listing.unwrap().clif;
             // The helper returns nothing: its calls are statements of their own.
             let calls = clif
@@ -427,6 +443,31 @@ mod tests {
                 .filter(|l| l.trim_start().starts_with("call "))
                 .count();
             assert_eq!(calls, per_row, "listed {listed}:\n{clif}");
+        }
+    }
+
+    /// A pass compiled for indices in range has no branch to the bad-index exit: one branch
+    /// fewer per index read than the checked pass, in every variant.
+    #[test]
+    fn passes_on_indices_in_range_skip_the_check() {
+        use scatterjit_ir::{DType, KernelKey, Reduction};
+
+        let key = KernelKey::scatter_elements(DType::F32, DType::U16, 2, 1, Reduction::Add, true)
+            .unwrap();
+        let plan = Plan::new(key);
+        let branches = |variant, bounds| {
+            let (_, listing) =
+                compile(&plan, PassKind::Apply, variant, false, bounds, true).unwrap();
+            let clif = listing.unwrap().clif;
+            clif.lines().filter(|l| l.contains("brif")).count()
+        };
+        for variant in Variant::ALL {
+            let checked = branches(variant, Bounds::Checked);
+            let in_range = branches(variant, Bounds::InRange);
+            assert!(
+                in_range < checked,
+                "{variant:?}: {in_range} and {checked} branches"
+            );
         }
     }
 }

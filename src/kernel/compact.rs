@@ -11,6 +11,7 @@ use scatterjit_ir::{checked_numel, DType, KernelKey, OpKind};
 use super::Kernel;
 use crate::alloc;
 use crate::check;
+use crate::codegen::Bounds;
 use crate::error::Result;
 use crate::tensor::{TensorView, TensorViewMut};
 
@@ -141,7 +142,9 @@ impl Kernel {
     }
 
     /// The kernel of the same op on indices of `to`, one of [`NARROW`]: this kernel if its
-    /// indices are `to` already, else a sibling compiled on first use.
+    /// indices are `to` already, else a sibling compiled on first use whose passes do not
+    /// check their indices (`Bounds::InRange`). Only for indices scatterjit made and
+    /// checked: a compacted copy ([`Self::compact`]) or the engine's keys.
     pub(super) fn narrow_sibling(&self, to: DType) -> Result<&Kernel> {
         let key = &self.plan.key;
         if key.index_dtype() == to {
@@ -162,7 +165,7 @@ impl Kernel {
                 OpKind::GatherElements => KernelKey::gather_elements(key.dtype(), to, rank, axis),
                 OpKind::Gather => KernelKey::gather(key.dtype(), to, rank, key.index_rank(), axis),
             }?;
-            let mut sibling = Kernel::compile(narrow)?;
+            let mut sibling = Kernel::compile_with(narrow, Bounds::InRange)?;
             if let Some(counter) = &self.compile_counter {
                 sibling.count_compiles_into(Arc::clone(counter));
             }
@@ -188,5 +191,52 @@ impl Kernel {
             .sibling()
             .apply_gather(self, (data, &view, out), (data.shape(), indices))?;
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use scatterjit_ir::{DType, KernelKey, Reduction, Tensor};
+
+    use super::*;
+    use crate::Geometry;
+
+    /// A sibling compiled for indices in range computes what the checked kernel of its key
+    /// does, duplicates included: in `Strided` code (a small call into a new output, which
+    /// runs the compiled passes without the host's check) and in the `Contiguous` variant
+    /// (a prepared call, which compiles it at once).
+    #[test]
+    fn siblings_on_indices_in_range_compute_what_checked_kernels_do() {
+        let (rows, len, picks) = (3, 300, 700);
+        let key = KernelKey::scatter_elements(DType::F32, DType::U16, 2, 1, Reduction::Add, true)
+            .unwrap();
+        let checked = Arc::new(Kernel::compile(key).unwrap());
+        let in_range = Arc::new(Kernel::compile_with(key, Bounds::InRange).unwrap());
+        let data: Vec<f32> = (0..rows * len).map(|i| (i % 7) as f32 * 0.5).collect();
+        let at: Vec<u16> = (0..rows * picks).map(|i| (i * 37 % len) as u16).collect();
+        let updates: Vec<f32> = (0..rows * picks).map(|i| i as f32 * 0.25).collect();
+        let data = Tensor::from_slice(&[rows, len], &data).unwrap();
+        let at = Tensor::from_slice(&[rows, picks], &at).unwrap();
+        let updates = Tensor::from_slice(&[rows, picks], &updates).unwrap();
+        let (d, i, u) = (
+            TensorView::from(&data),
+            TensorView::from(&at),
+            TensorView::from(&updates),
+        );
+        let want = checked.run(&d, &i, Some(&u)).unwrap();
+        assert_eq!(in_range.run(&d, &i, Some(&u)).unwrap(), want);
+
+        let (whole, picked) = (
+            Geometry::row_major(&[rows, len]),
+            Geometry::row_major(&[rows, picks]),
+        );
+        let prepared = in_range
+            .prepare(&whole, &whole, &picked, Some(&picked))
+            .unwrap();
+        let mut out = vec![0u8; want.bytes().len()];
+        prepared
+            .run_into(&mut out, data.bytes(), at.bytes(), Some(updates.bytes()))
+            .unwrap();
+        assert_eq!(out, want.bytes());
     }
 }

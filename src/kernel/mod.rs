@@ -32,6 +32,7 @@ use scatterjit_ir::{
 
 use crate::abi::{ParamLayout, Variant};
 use crate::alloc;
+use crate::codegen::Bounds;
 use crate::error::Buffer;
 use crate::error::{Error, Result};
 use crate::jit::{self, Code, Listing, PassFn};
@@ -84,6 +85,9 @@ pub struct Kernel {
     /// The bindings of the small geometries its calls repeat.
     memo: memo::Memo,
     compile_time: Duration,
+    /// Whether its passes check their indices: `Bounds::InRange` only for the siblings in
+    /// `compact`, which run on indices scatterjit made and checked itself.
+    bounds: Bounds,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -107,6 +111,12 @@ impl Kernel {
     /// specialized variant costs on calls too small to repay it. Prefer
     /// [`crate::KernelCache::get`], which compiles each key once.
     pub fn compile(key: KernelKey) -> Result<Kernel> {
+        Kernel::compile_with(key, Bounds::Checked)
+    }
+
+    /// [`Self::compile`], its passes checking their indices or not (`Bounds::InRange`: for
+    /// indices scatterjit made, which a caller's never reach).
+    fn compile_with(key: KernelKey, bounds: Bounds) -> Result<Kernel> {
         refuse_strings(&key)?;
         let start = Instant::now();
         let plan = Plan::new(key);
@@ -128,6 +138,7 @@ impl Kernel {
             first_use_nanos: AtomicU64::new(0),
             compile_counter: None,
             compile_time: Duration::ZERO,
+            bounds,
         };
         // One pass after another on the calling thread: a compile may run under a lock (the
         // cache's slot), where waiting on the rayon pool could run a task that takes it.
@@ -163,7 +174,8 @@ impl Kernel {
                 .chain(touched.then_some(Variant::Touched))
                 .chain(streamed.then_some(Variant::Streamed));
             for variant in variants {
-                let (_, listing) = jit::compile(&plan, nest.pass, variant, false, true)?;
+                let (_, listing) =
+                    jit::compile(&plan, nest.pass, variant, false, Bounds::Checked, true)?;
                 out.extend(listing);
             }
         }
@@ -183,7 +195,7 @@ impl Kernel {
         self.slot(pass, variant, listed)
             .get_or_try_init(|| {
                 let start = Instant::now();
-                let code = jit::compile(&self.plan, pass, variant, listed, false);
+                let code = jit::compile(&self.plan, pass, variant, listed, self.bounds, false);
                 let nanos = nanos_of(start.elapsed());
                 self.first_use_nanos.fetch_add(nanos, Ordering::Relaxed);
                 self.count_compile(nanos);

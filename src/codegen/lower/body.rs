@@ -5,7 +5,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, Block, InstBuilder, Value};
 use scatterjit_ir::{Combine, MeanAccumulator, Operand, Source};
 
-use super::Lowering;
+use super::{Bounds, Lowering};
 use crate::abi;
 use crate::codegen::combine::{self, data_flags, raw_type};
 
@@ -78,6 +78,10 @@ impl Lowering<'_, '_> {
 
     /// [`Self::check_index`] of an index already widened to i64.
     fn check_wide_index(&mut self, wide: Value) -> Value {
+        if self.bounds == Bounds::InRange {
+            // Unsigned and below the bound already (see `Bounds::InRange`).
+            return wide;
+        }
         let bound = self.bound.expect("a nest that reads an index has a bound");
         let k = self.normalize_index(wide, bound);
         let in_bounds = self.b.ins().icmp(IntCC::UnsignedLessThan, k, bound);

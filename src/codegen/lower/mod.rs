@@ -71,6 +71,19 @@ pub(crate) struct Machine {
     pub(crate) stream: Option<u32>,
 }
 
+/// Whether a pass checks the indices it reads against their bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bounds {
+    /// Each index is normalized and compared with its bound; a bad one leaves the pass
+    /// through its cold exit, which reports the loop counters.
+    Checked,
+    /// The indices are scatterjit's own, unsigned and in `[0, s)`: a compacted copy whose
+    /// every index its scan checked (`kernel::compact`), or the engine's keys, which its
+    /// sort checked. No compare or branch per index; a kernel compiled so is never handed
+    /// a caller's indices.
+    InRange,
+}
+
 /// What the prefetching code imports from the module it is compiled into (see [`ahead`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Prefetch {
@@ -119,6 +132,8 @@ struct Lowering<'a, 'b> {
     variant: Variant,
     machine: Machine,
     listed: bool,
+    /// Whether each index read is checked against its bound.
+    bounds: Bounds,
     /// [`Machine::f16_table`], where this pass computes with f16 elements.
     f16_table: Option<u32>,
 }
@@ -134,6 +149,7 @@ pub(crate) fn build_pass(
     variant: Variant,
     machine: Machine,
     listed: bool,
+    bounds: Bounds,
 ) {
     let ptr = machine.config.pointer_type();
     let layout = ParamLayout::of(nest);
@@ -217,6 +233,7 @@ pub(crate) fn build_pass(
         variant,
         machine,
         listed,
+        bounds,
         f16_table,
     };
     let bases: Vec<Value> = lowering.accesses.iter().map(|a| a.base).collect();
