@@ -151,6 +151,10 @@ pub(crate) fn build_pass(
     listed: bool,
     bounds: Bounds,
 ) {
+    debug_assert!(
+        bounds == Bounds::Checked || !key.index_dtype().is_signed_integer(),
+        "indices in range are unsigned: a negative one would not be normalized"
+    );
     let ptr = machine.config.pointer_type();
     let layout = ParamLayout::of(nest);
     let entry = b.create_block();
