@@ -14,7 +14,8 @@ use scatterjit_ir::{Element, Op, Tensor};
 
 use crate::error::Result;
 
-/// Outputs shorter than this are mapped back on the calling thread.
+/// The fewest strings a chunk of the map back holds: outputs shorter than twice this are
+/// mapped back in one chunk, on the calling thread.
 const PARALLEL_MIN: usize = 1 << 12;
 
 /// Runs `op` on string tensors (validated by the caller) through the kernel of its handles.
@@ -82,10 +83,15 @@ fn via_handles<H: Element + TryFrom<usize> + Into<u64>>(
     let out = crate::api::run(op, &data_handles, indices, update_handles.as_ref())?;
     let handles = out.to_vec::<H>()?;
     let value = |&h: &H| strings.get(h.into()).clone();
-    // Chunks of at least PARALLEL_MIN strings, four per thread, each filling its own part
-    // of the output, as every host step splits (`threads::each_item`).
+    // Chunks of at least PARALLEL_MIN strings, as many as a host step takes
+    // (`threads::stream_chunks`), each filling its own part of the output.
     let threads = crate::threads::available();
-    let chunk = PARALLEL_MIN.max(handles.len().div_ceil(4 * threads));
+    let most = (handles.len() / PARALLEL_MIN).max(1);
+    let bytes = std::mem::size_of_val(handles.as_slice());
+    let chunk = handles
+        .len()
+        .div_ceil(crate::threads::stream_chunks(bytes, most))
+        .max(1);
     let mut values = vec![String::new(); handles.len()];
     let pieces: Vec<_> = values
         .chunks_mut(chunk)
