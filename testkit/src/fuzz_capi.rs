@@ -44,15 +44,18 @@ const INDICES: usize = 1;
 const UPDATES: usize = 2;
 const OUT: usize = 3;
 
+/// A C ABI handle kept for the whole process: a cache or a pool, both shared between
+/// threads by design.
+struct Shared<T>(*mut T);
+// SAFETY: `T` is `SjCache` or `SjPool`, which the C ABI shares between threads (a
+// `KernelCache`, a rayon pool); the pointer is only handed to the `sj_*` functions.
+unsafe impl<T> Send for Shared<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for Shared<T> {}
+
 /// The C ABI's own cache, one per process like a C caller's.
 fn c_cache() -> *mut SjCache {
-    struct Cache(*mut SjCache);
-    // SAFETY: the cache is a `KernelCache`, which is shared between threads by design; the
-    // pointer is only handed to the `sj_*` functions.
-    unsafe impl Send for Cache {}
-    // SAFETY: as above.
-    unsafe impl Sync for Cache {}
-    static CACHE: OnceLock<Cache> = OnceLock::new();
+    static CACHE: OnceLock<Shared<SjCache>> = OnceLock::new();
     CACHE
         .get_or_init(|| {
             let cache = sj_cache_new();
@@ -60,7 +63,7 @@ fn c_cache() -> *mut SjCache {
             if let Some(c) = unsafe { cache.as_ref() } {
                 c.kernels().set_capacity(KEYS_HELD);
             }
-            Cache(cache)
+            Shared(cache)
         })
         .0
 }
@@ -68,19 +71,13 @@ fn c_cache() -> *mut SjCache {
 /// A pool of three threads made through the C ABI, which some calls run on from the
 /// fuzzing thread (`sj_use_pool`) instead of inside a rayon pool of three.
 fn c_pool() -> *const SjPool {
-    struct Handle(*mut SjPool);
-    // SAFETY: a pool is shared between threads by design; the pointer is only handed to
-    // the `sj_*` functions.
-    unsafe impl Send for Handle {}
-    // SAFETY: as above.
-    unsafe impl Sync for Handle {}
-    static POOL: OnceLock<Handle> = OnceLock::new();
+    static POOL: OnceLock<Shared<SjPool>> = OnceLock::new();
     POOL.get_or_init(|| {
         let mut pool = std::ptr::null_mut();
         // SAFETY: a writable pointer.
         let status = unsafe { sj_pool_new(3, &mut pool) };
         assert_eq!(status, Status::Ok as i32, "sj_pool_new: {}", last_error());
-        Handle(pool)
+        Shared(pool)
     })
     .0
 }
