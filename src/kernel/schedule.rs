@@ -165,14 +165,10 @@ const LISTED_COST: i64 = 2;
 
 /// The share of a core's private cache ([`jit::private_cache`]) under which a destination
 /// takes one thread's ordinary pass rather than two threads' buckets (see
-/// `Kernel::sorted`). 2-vCPU Xeon (2 MiB second-level cache), slices of 256 bytes through
-/// an expanded index into E / 8 rows, two threads' buckets against the ordinary pass on
-/// one (us, medians of five alternations on an idle machine): f32 add E = 2,048 (64 KiB)
-/// 38.8 and 25.3, 4,096 60.8 and 49.5, 8,192 123 and 111, 16,384 (512 KiB) 261 and 249;
-/// mean 45.0 and 36.1, 71.5 and 68.3, 146 and 162, 285 and 300-331; a copy (`none`) 4,096
-/// 59.8 and 52.5, 8,192 121 and 125, 16,384 219 and 276-280; i32 max 4,096 62.5 and 51.1,
-/// 16,384 271 and 247; f32 max 4,096 79.1 and 84.8, 16,384 301 and 390 (BENCHMARKS.md,
-/// the table of "A pool for C callers").
+/// `Kernel::sorted`). On a 2-vCPU Xeon (2 MiB second-level cache), expanded scatters of
+/// 256-byte slices: one thread beat two threads' buckets below 256 KiB for every cheap
+/// combine, and lost from 512 KiB for `mean` and the copy (BENCHMARKS.md, the table of
+/// "A pool for C callers"; `examples/gnn_mid.rs` measures it again).
 const BUCKETS_CACHED_SHARE: i64 = 8;
 
 /// [`caller_helps`] for the engine's steps of a call whose listed apply weighs `work`
