@@ -31,6 +31,7 @@ mod jit;
 mod kernel;
 mod once;
 mod partials;
+mod recent;
 mod strings;
 mod tensor;
 mod threads;

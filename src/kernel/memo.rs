@@ -1,19 +1,17 @@
 //! The geometries a kernel's ordinary calls repeat, each with its binding (what a prepared
 //! call decides once: validation, loop orders, variants, parameter blocks), so that a
 //! framework calling the same node again pays for none of it. Only small calls are kept:
-//! there the binding is most of a call's time.
+//! there the binding is most of a call's time. Which geometries are kept, and when they
+//! are bound, is [`Recent`]'s rule.
 //!
-//! A geometry is bound on its second call among the last few misses (the first only leaves
-//! its hash), so that calls whose shapes never repeat pay a hash, not a binding. A call
-//! runs on a kept binding only where its geometry matches exactly (dtype, shape, strides
-//! and offset of every operand, and the form, in place or not), which makes every check
-//! the ordinary path would repeat (shapes against the op, the output's shape) a check it
-//! already passed; and only where the binding runs whole on the calling thread (see
+//! A call runs on a kept binding only where its geometry matches exactly (dtype, shape,
+//! strides and offset of every operand, and the form, in place or not), which makes every
+//! check the ordinary path would repeat (shapes against the op, the output's shape) a check
+//! it already passed; and only where the binding runs whole on the calling thread (see
 //! [`Binding::run`]), otherwise the call takes the ordinary path.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use scatterjit_ir::checked_numel;
 
@@ -21,30 +19,13 @@ use super::prepared::Binding;
 use super::Kernel;
 use crate::abi;
 use crate::error::Result;
+use crate::recent::{Recent, KEPT_BELOW};
 use crate::tensor::{TensorView, TensorViewMut, Unbuffered};
-
-/// How many geometries one kernel keeps: a model may call one kernel at a few nodes of
-/// different shapes.
-const KEPT: usize = 4;
 
 /// A kernel's kept bindings.
 #[derive(Default)]
 pub(super) struct Memo {
-    state: Mutex<State>,
-}
-
-/// Calls with at least this many elements in an operand spend far more time on their work
-/// than on binding it, and are not kept.
-const KEPT_BELOW: usize = 1 << 16;
-
-#[derive(Default)]
-struct State {
-    kept: [Option<Arc<Binding>>; KEPT],
-    /// Where the next binding goes, round robin.
-    next: usize,
-    /// The hashes of the geometries of the latest misses, round robin.
-    misses: [Option<u64>; KEPT],
-    next_miss: usize,
+    recent: Recent<Binding>,
 }
 
 /// One call's operands, as the memo sees them.
@@ -58,11 +39,6 @@ pub(super) struct Operands<'c, 'o> {
 }
 
 impl Memo {
-    fn state(&self) -> MutexGuard<'_, State> {
-        // A panic cannot leave `State` half-updated: every update is one assignment.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Runs the call on a kept binding of its geometry, or else `ordinary`ly (with every
     /// check and decision made now), then keeps its geometry if it succeeded (see
     /// [`Self::missed`]).
@@ -83,14 +59,9 @@ impl Memo {
     /// Runs the call on a kept binding of its geometry, or `None`, having written nothing,
     /// where it must take the ordinary path (see [`Binding::run`]).
     fn run(&self, kernel: &Kernel, ops: &mut Operands<'_, '_>) -> Option<Result<()>> {
-        let binding = {
-            let state = self.state();
-            let found =
-                state.kept.iter().flatten().find(|b| {
-                    b.describes(ops.in_place, ops.out, ops.data, ops.indices, ops.updates)
-                });
-            Arc::clone(found?)
-        };
+        let binding = self
+            .recent
+            .find(|b| b.describes(ops.in_place, ops.out, ops.data, ops.indices, ops.updates))?;
         binding.run(
             kernel,
             ops.out.buffer_mut(),
@@ -116,18 +87,8 @@ impl Memo {
             view.map(|v| (v.dtype(), v.shape(), v.strides(), v.offset()))
                 .hash(&mut hasher);
         }
-        let hash = hasher.finish();
-        {
-            let mut state = self.state();
-            match state.misses.iter().position(|&h| h == Some(hash)) {
-                Some(seen) => state.misses[seen] = None,
-                None => {
-                    let slot = state.next_miss;
-                    state.misses[slot] = Some(hash);
-                    state.next_miss = (slot + 1) % KEPT;
-                    return;
-                }
-            }
+        if !self.recent.missed(hasher.finish()) {
+            return;
         }
         let out = Unbuffered::of_mut(ops.out);
         let data = ops.data.map_or_else(|| out.clone(), Unbuffered::of);
@@ -136,24 +97,16 @@ impl Memo {
         let Ok(binding) = kernel.bind(ops.in_place, out, data, indices, updates) else {
             return;
         };
-        let mut state = self.state();
         // A binding of this geometry that no longer runs (the grain changed since) is
         // replaced, not kept beside the new one.
-        let stale = state.kept.iter().position(|kept| {
-            kept.as_ref().is_some_and(|b| {
-                b.describes(ops.in_place, ops.out, ops.data, ops.indices, ops.updates)
-            })
+        self.recent.keep(binding, |b| {
+            b.describes(ops.in_place, ops.out, ops.data, ops.indices, ops.updates)
         });
-        let slot = stale.unwrap_or(state.next);
-        if stale.is_none() {
-            state.next = (slot + 1) % KEPT;
-        }
-        state.kept[slot] = Some(Arc::new(binding));
     }
 
     /// How many bindings are kept.
     pub(super) fn kept(&self) -> usize {
-        self.state().kept.iter().flatten().count()
+        self.recent.kept()
     }
 }
 
