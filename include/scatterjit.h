@@ -53,7 +53,10 @@ void sj_kernel_free(sj_kernel *kernel);
  * first write: on any error out is unchanged, and on SJ_ERR_INDEX_OUT_OF_BOUNDS the
  * position of the first bad index is in args->bad_index. Unlike an ahead-of-time entry,
  * it allocates mean's scratch itself (args->workspace is ignored), and large calls run on
- * several threads (the global pool's, or the one of sj_use_pool). */
+ * several threads (the global pool's, or the one of sj_use_pool). A kernel handle keeps
+ * the few small calls its calls repeat: one whose descriptors equal a kept call's (all
+ * fields but data and device_id) runs as sj_prepared_run would, with the same results
+ * and errors, and without reading the descriptors' geometry again. */
 int32_t sj_kernel_run(const sj_kernel *kernel, sj_args *args);
 
 /* A call of one kernel bound to the geometry of its operands, to run again and again on

@@ -816,65 +816,77 @@ fn run_case(c: &mut Choices, key: &KernelKey, kernel: *mut SjKernel) {
         }
     };
 
-    let call = Call {
-        kernel: if null_kernel {
-            std::ptr::null()
-        } else {
-            kernel
-        },
-        args: if null_args {
-            std::ptr::null_mut()
-        } else {
-            &mut args
-        },
-        prepared,
-    };
-    // The last choice, so that the seeds' layout stays as it was: from this thread, lent a
-    // pool of three by the C ABI, or inside a rayon pool of three.
-    let (status, message, function) = if c.flag() {
-        // SAFETY: a live pool, never freed; NULL restores the global pool.
-        unsafe { sj_use_pool(c_pool()) };
-        let result = call.run();
-        // SAFETY: as above.
-        unsafe { sj_use_pool(std::ptr::null()) };
-        result
+    // `sj_kernel_run` three times on the same descriptors (buffers restored between):
+    // the second keeps a call that succeeded, the third runs on it (`ffi::repeat`), and
+    // each must do what the first did.
+    let rounds = if prepared.is_none() && !null_kernel && !null_args {
+        3
     } else {
-        pools()[1].install(|| call.run())
+        1
     };
-    let context = || format!("{key} {descs:?} home {home:?}");
-    match expected {
-        Expected::Fails(want, position) => {
-            assert_eq!(status, want as i32, "{}: {message}", context());
-            check_error_message(function, &message);
-            assert!(
-                buffers == before,
-                "{}: a failed call changed memory",
-                context()
-            );
-            if let Some(position) = position {
-                let n = position.len().min(MAX_RANK);
-                assert_eq!(
-                    args.bad_index[..n]
-                        .iter()
-                        .map(|&p| p as usize)
-                        .collect::<Vec<_>>(),
-                    position[..n],
-                    "{}: bad_index",
+    for round in 0..rounds {
+        if round > 0 {
+            for (now, then) in buffers.iter_mut().zip(&before) {
+                now.copy_from_slice(then);
+            }
+            args.bad_index = [UNSET; MAX_RANK];
+        }
+        let call = Call {
+            kernel: if null_kernel {
+                std::ptr::null()
+            } else {
+                kernel
+            },
+            args: if null_args {
+                std::ptr::null_mut()
+            } else {
+                &mut args
+            },
+            prepared,
+        };
+        // The last choice, so that the seeds' layout stays as it was: from this thread, lent a
+        // pool of three by the C ABI, or inside a rayon pool of three.
+        let (status, message, function) = if c.flag() {
+            // SAFETY: a live pool, never freed; NULL restores the global pool.
+            unsafe { sj_use_pool(c_pool()) };
+            let result = call.run();
+            // SAFETY: as above.
+            unsafe { sj_use_pool(std::ptr::null()) };
+            result
+        } else {
+            pools()[1].install(|| call.run())
+        };
+        let context = || format!("{key} {descs:?} home {home:?}");
+        match &expected {
+            Expected::Fails(want, position) => {
+                assert_eq!(status, *want as i32, "{}: {message}", context());
+                check_error_message(function, &message);
+                assert!(
+                    buffers == before,
+                    "{}: a failed call changed memory",
                     context()
                 );
-            }
-        }
-        Expected::Writes(out_bytes) => {
-            assert_eq!(status, Status::Ok as i32, "{}: {message}", context());
-            for (b, (now, then)) in buffers.iter().zip(&before).enumerate() {
-                if b == buffer_of[OUT] {
-                    assert!(
-                        *now == out_bytes,
-                        "{}: out differs from run_into",
+                if let Some(position) = position {
+                    let n = position.len().min(MAX_RANK);
+                    assert_eq!(
+                        args.bad_index[..n]
+                            .iter()
+                            .map(|&p| p as usize)
+                            .collect::<Vec<_>>(),
+                        position[..n],
+                        "{}: bad_index",
                         context()
                     );
-                } else {
-                    assert!(now == then, "{}: an input changed", context());
+                }
+            }
+            Expected::Writes(out_bytes) => {
+                assert_eq!(status, Status::Ok as i32, "{}: {message}", context());
+                for (b, (now, then)) in buffers.iter().zip(&before).enumerate() {
+                    if b == buffer_of[OUT] {
+                        assert!(now == out_bytes, "{}: out differs from run_into", context());
+                    } else {
+                        assert!(now == then, "{}: an input changed", context());
+                    }
                 }
             }
         }

@@ -18,8 +18,12 @@ use smallvec::SmallVec;
 use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 use crate::error::Error;
 use crate::kernel::{Geometry, Kernel, Prepared};
+use crate::recent::Recent;
 use crate::tensor::{overlaps, row_major, Dims, TensorView, TensorViewMut, Unbuffered};
 use crate::{KernelCache, Pool};
+
+mod repeat;
+use repeat::Repeat;
 
 /// An opaque kernel cache (`sj_cache` in C).
 pub struct SjCache(KernelCache);
@@ -32,8 +36,12 @@ impl SjCache {
     }
 }
 
-/// An opaque handle to a compiled kernel (`sj_kernel` in C); it keeps the code alive.
-pub struct SjKernel(Arc<Kernel>);
+/// An opaque handle to a compiled kernel (`sj_kernel` in C); it keeps the code alive, and
+/// the prepared calls of the descriptor geometries its [`sj_kernel_run`] calls repeat.
+pub struct SjKernel {
+    kernel: Arc<Kernel>,
+    repeats: Recent<Repeat>,
+}
 
 /// Why a call failed: the status returned and the message kept for [`sj_last_error`].
 struct Failure(Status, String);
@@ -127,8 +135,12 @@ pub unsafe extern "C" fn sj_kernel_get(
             .parse()
             .map_err(|e: IrError| Failure(Status::Key, e.to_string()))?;
         let compiled = cache.0.get(&key)?;
+        let handle = SjKernel {
+            kernel: compiled,
+            repeats: Recent::default(),
+        };
         // SAFETY: non-null, and the caller promises it is writable.
-        unsafe { *kernel = Box::into_raw(Box::new(SjKernel(compiled))) };
+        unsafe { *kernel = Box::into_raw(Box::new(handle)) };
         Ok(())
     })
 }
@@ -146,6 +158,8 @@ pub unsafe extern "C" fn sj_kernel_free(kernel: *mut SjKernel) {
 /// Runs `kernel` on the tensors of `args`, writing `args->out` (see `sj_args` in C for
 /// the rules on out and in-place scatter). Every index is checked before the first write:
 /// on error, out is unchanged; on a bad index its position is in `args->bad_index`.
+/// A call whose descriptors repeat a recent call's exactly (all but their data pointers)
+/// runs as a prepared call would, with the same results and errors.
 ///
 /// # Safety
 /// `kernel` is NULL or a live handle; `args` is NULL or a valid `sj_args` whose non-NULL
@@ -158,9 +172,9 @@ pub unsafe extern "C" fn sj_kernel_run(kernel: *const SjKernel, args: *mut SjArg
             return Err(null_argument("kernel and args"));
         }
         // SAFETY: non-null and live by the caller's promise.
-        let (kernel, args) = unsafe { (&(*kernel).0, &mut *args) };
+        let (handle, args) = unsafe { (&*kernel, &mut *args) };
         // SAFETY: forwarded from the caller's promise about the descriptors.
-        unsafe { run(kernel, args) }
+        unsafe { repeat::run(handle, args) }
     })
 }
 
@@ -168,9 +182,71 @@ pub unsafe extern "C" fn sj_kernel_run(kernel: *const SjKernel, args: *mut SjArg
 /// operands by [`sj_prepare`].
 pub struct SjPrepared {
     call: Prepared,
-    /// Each operand's reach from its buffer pointer (`Described::first` and `len`), in
-    /// `cabi::operands` order.
-    reach: Vec<(Operand, isize, usize)>,
+    /// Each operand's reach from its buffer pointer.
+    reach: Reaches,
+}
+
+/// The bytes of one operand from its buffer pointer: `Described::first` and `len`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Reach {
+    first: isize,
+    len: usize,
+}
+
+/// Each operand's [`Reach`], by [`slot`]; a gather's updates reach nothing.
+type Reaches = [Reach; 4];
+
+/// Where `operand` sits in [`Reaches`] and the other per-operand arrays of a call: data,
+/// indices, updates, out (`SjArgs` order).
+fn slot(operand: Operand) -> usize {
+    match operand {
+        Operand::Data => 0,
+        Operand::Indices => 1,
+        Operand::Updates => 2,
+        Operand::Output | Operand::Sums | Operand::Counts => 3,
+    }
+}
+
+/// Each operand's reach, from its description.
+fn reaches(described: &[(Operand, Described)]) -> Reaches {
+    let mut reach = Reaches::default();
+    for (operand, d) in described {
+        reach[slot(*operand)] = Reach {
+            first: d.first,
+            len: d.len,
+        };
+    }
+    reach
+}
+
+/// The prepared call of `kernel` on the geometry of `described` (in place: `out` is data).
+fn prepare_described(
+    kernel: &Arc<Kernel>,
+    described: &[(Operand, Described)],
+    in_place: bool,
+) -> Result<Prepared, Failure> {
+    let scatter = kernel.key().kind() == OpKind::ScatterElements;
+    let geometry = |operand| {
+        let d = described_of(described, operand);
+        Geometry::new(&d.shape, &d.strides, d.offset)
+    };
+    let updates = scatter.then(|| geometry(Operand::Updates));
+    let call = if in_place {
+        let updates = updates.as_ref().expect("scatter has updates");
+        kernel.prepare_in_place(
+            &geometry(Operand::Data),
+            &geometry(Operand::Indices),
+            updates,
+        )
+    } else {
+        kernel.prepare(
+            &geometry(Operand::Output),
+            &geometry(Operand::Data),
+            &geometry(Operand::Indices),
+            updates.as_ref(),
+        )
+    }?;
+    Ok(call)
 }
 
 /// Binds `kernel` to the geometry of `args`' descriptors (dtype, rank, shape, strides,
@@ -194,40 +270,17 @@ pub unsafe extern "C" fn sj_prepare(
             return Err(null_argument("kernel, args and prepared"));
         }
         // SAFETY: non-null and live by the caller's promise.
-        let (kernel, args) = unsafe { (&(*kernel).0, &*args) };
+        let (kernel, args) = unsafe { (&(*kernel).kernel, &*args) };
         let key = *kernel.key();
         let in_place = key.kind() == OpKind::ScatterElements && std::ptr::eq(args.out, args.data);
         // SAFETY: forwarded from the caller's promise about the descriptors.
         let described = unsafe { describe_call(kernel, args, false)? };
-        let get = |operand| described_of(&described, operand);
-        let geometry = |operand| {
-            let d = get(operand);
-            Geometry::new(&d.shape, &d.strides, d.offset)
-        };
         // As `sj_kernel_run` reports it: an output that would write one element twice.
-        let out = get(Operand::Output);
+        let out = described_of(&described, Operand::Output);
         Unbuffered::new(out.dtype, &out.shape, &out.strides, out.offset, true)
             .map_err(|e| Failure(Status::Overlap, format!("out: {e}")))?;
-        let updates = (key.kind() == OpKind::ScatterElements).then(|| geometry(Operand::Updates));
-        let call = if in_place {
-            let updates = updates.as_ref().expect("scatter has updates");
-            kernel.prepare_in_place(
-                &geometry(Operand::Data),
-                &geometry(Operand::Indices),
-                updates,
-            )
-        } else {
-            kernel.prepare(
-                &geometry(Operand::Output),
-                &geometry(Operand::Data),
-                &geometry(Operand::Indices),
-                updates.as_ref(),
-            )
-        }?;
-        let reach = described
-            .iter()
-            .map(|(operand, d)| (*operand, d.first, d.len))
-            .collect();
+        let call = prepare_described(kernel, &described, in_place)?;
+        let reach = reaches(&described);
         let handle = Box::new(SjPrepared { call, reach });
         // SAFETY: non-null, and the caller promises it is writable.
         unsafe { *prepared = Box::into_raw(handle) };
@@ -270,72 +323,102 @@ pub unsafe extern "C" fn sj_prepared_run(
                     .into(),
             ));
         }
-        // Each operand's bytes, as `Described::bytes` has them.
-        let mut spans = Vec::with_capacity(prepared.reach.len());
-        for &(operand, first, len) in &prepared.reach {
-            let base = match operand {
-                Operand::Data if in_place => out.cast_const(),
-                Operand::Data => data,
-                Operand::Indices => indices,
-                Operand::Updates => updates,
-                _ => out.cast_const(),
-            };
-            if len > 0 && base.is_null() {
-                return Err(Failure(
-                    Status::NullPointer,
-                    format!("{} is NULL but it has elements", cabi::field(operand)),
-                ));
-            }
-            let start = if len == 0 {
-                std::ptr::NonNull::<u8>::dangling().as_ptr().cast_const()
-            } else {
-                base.wrapping_offset(first)
-            };
-            spans.push((operand, start, len));
-        }
-        let span = |operand| {
-            spans
-                .iter()
-                .find(|s| s.0 == operand)
-                .map(|&(_, start, len)| (start, len))
-        };
-        let (out_start, out_len) = span(Operand::Output).expect("every key has an output");
-        let inputs = spans.iter().filter(|s| s.0 != Operand::Output);
-        check_out_alone(
-            out_start..out_start.wrapping_add(out_len),
-            inputs.map(|&(operand, start, len)| (operand, start..start.wrapping_add(len))),
-            in_place,
-        )?;
-        let input = |operand| {
-            span(operand).map(|(start, len)| {
-                // SAFETY: the caller promises the `len` bytes from `start` (every element
-                // its descriptor reaches) are readable during the call; out, the only
-                // buffer written, shares none of them (checked above) unless the call is in
-                // place, where data is not read through this slice.
-                unsafe { std::slice::from_raw_parts(start, len) }
-            })
-        };
-        let indices = input(Operand::Indices).expect("every key has indices");
-        let updates = input(Operand::Updates);
-        let result = if in_place {
-            // SAFETY: the caller promises out's bytes are writable during the call; no
-            // other slice of this call covers them (see above).
-            let out = unsafe { std::slice::from_raw_parts_mut(out_start.cast_mut(), out_len) };
-            let updates = updates.expect("scatter has updates");
-            prepared.call.scatter_in_place(out, indices, updates)
+        let bases = [
+            if in_place { out.cast_const() } else { data },
+            indices,
+            updates,
+            out.cast_const(),
+        ];
+        let bad_index = if bad_index.is_null() {
+            None
         } else {
-            let data = input(Operand::Data).expect("every key has data");
-            // SAFETY: as above.
-            let out = unsafe { std::slice::from_raw_parts_mut(out_start.cast_mut(), out_len) };
-            prepared.call.run_into(out, data, indices, updates)
-        };
-        if !bad_index.is_null() {
             // SAFETY: non-null, and the caller promises MAX_RANK writable entries.
-            let slots = unsafe { std::slice::from_raw_parts_mut(bad_index, MAX_RANK) };
-            report_bad_index(&result, slots);
-        }
-        result.map_err(Failure::from)
+            Some(unsafe { &mut *bad_index.cast::<[i64; MAX_RANK]>() })
+        };
+        let null = |operand| {
+            Failure(
+                Status::NullPointer,
+                format!("{} is NULL but it has elements", cabi::field(operand)),
+            )
+        };
+        // SAFETY: forwarded from the caller's promise about the buffers.
+        unsafe { run_prepared(&prepared.call, &prepared.reach, bases, null, bad_index) }
     })
+}
+
+/// Runs a prepared call on the bytes each operand reaches (`reach`) from its buffer
+/// (`bases`, by [`slot`]; in place, data's is out's), with the checks that depend on
+/// memory, in this order: a NULL buffer where its operand has elements (`null` says
+/// which), out sharing a byte with an input, every index (a bad one's position goes to
+/// `bad_index`).
+///
+/// # Safety
+/// Each base is NULL or valid to read (out's: to write) for the bytes its reach gives,
+/// during the call.
+unsafe fn run_prepared(
+    call: &Prepared,
+    reach: &Reaches,
+    bases: [*const u8; 4],
+    null: impl Fn(Operand) -> Failure,
+    bad_index: Option<&mut [i64; MAX_RANK]>,
+) -> Result<(), Failure> {
+    let in_place = call.is_in_place();
+    let scatter = call.kernel().key().kind() == OpKind::ScatterElements;
+    let operands = [
+        Operand::Data,
+        Operand::Indices,
+        Operand::Updates,
+        Operand::Output,
+    ];
+    let present = |operand: &Operand| scatter || *operand != Operand::Updates;
+    // Each operand's bytes, as `Described::bytes` has them.
+    let mut spans = [(std::ptr::null::<u8>(), 0usize); 4];
+    for operand in operands.into_iter().filter(present) {
+        let (base, Reach { first, len }) = (bases[slot(operand)], reach[slot(operand)]);
+        if len > 0 && base.is_null() {
+            return Err(null(operand));
+        }
+        let start = if len == 0 {
+            std::ptr::NonNull::<u8>::dangling().as_ptr().cast_const()
+        } else {
+            base.wrapping_offset(first)
+        };
+        spans[slot(operand)] = (start, len);
+    }
+    let span = |operand| {
+        let (start, len) = spans[slot(operand)];
+        start..start.wrapping_add(len)
+    };
+    let inputs = operands[..3].iter().filter(|o| present(o));
+    check_out_alone(
+        span(Operand::Output),
+        inputs.map(|&operand| (operand, span(operand))),
+        in_place,
+    )?;
+    let input = |operand| {
+        let (start, len) = spans[slot(operand)];
+        // SAFETY: the caller promises the `len` bytes from `start` (every element its
+        // descriptor reaches) are readable during the call; out, the only buffer
+        // written, shares none of them (checked above) unless the call is in place,
+        // where data is not read through this slice.
+        unsafe { std::slice::from_raw_parts(start, len) }
+    };
+    let (out_start, out_len) = spans[slot(Operand::Output)];
+    // SAFETY: the caller promises out's bytes are writable during the call; no other
+    // slice of this call covers them (see above).
+    let out = unsafe { std::slice::from_raw_parts_mut(out_start.cast_mut(), out_len) };
+    let indices = input(Operand::Indices);
+    let updates = scatter.then(|| input(Operand::Updates));
+    let result = if in_place {
+        let updates = updates.expect("scatter has updates");
+        call.scatter_in_place(out, indices, updates)
+    } else {
+        call.run_into(out, input(Operand::Data), indices, updates)
+    };
+    if let Some(slots) = bad_index {
+        report_bad_index(&result, slots);
+    }
+    result.map_err(Failure::from)
 }
 
 /// Frees a prepared call (NULL is ignored). Its kernel's code lives as long as it does.
@@ -582,10 +665,7 @@ unsafe fn describe(
         return Ok(described);
     }
     if memory && t.data.is_null() {
-        return Err(Failure(
-            Status::NullPointer,
-            format!("{name}.data is NULL but it has elements"),
-        ));
+        return Err(null_data(operand));
     }
     // Lowest and highest element offsets reached, as in `TensorView::new`. Each term is
     // under 2^126 in magnitude, but three of them overflow an i128.
@@ -678,11 +758,26 @@ fn report_bad_index(result: &Result<(), Error>, slots: &mut [i64]) {
     }
 }
 
-/// Validates `args` against `kernel` and runs it.
+/// The descriptions of a call that succeeded, and whether it ran in place.
+type Ran = (
+    SmallVec<[(Operand, Described); Operand::TENSORS.len()]>,
+    bool,
+);
+
+/// Whether out and data describe one geometry, so that a scatter whose out starts where
+/// data does runs in place.
+fn same_geometry(out: &Described, data: &Described) -> bool {
+    out.len == data.len
+        && out.offset == data.offset
+        && out.shape == data.shape
+        && out.strides == data.strides
+}
+
+/// Validates `args` against `kernel` and runs it: the ordinary path of [`sj_kernel_run`].
 ///
 /// # Safety
 /// As [`sj_kernel_run`].
-unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
+unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<Ran, Failure> {
     let key = *kernel.key();
     // SAFETY: forwarded from the caller's promise.
     let described = unsafe { describe_call(kernel, args, true)? };
@@ -691,10 +786,7 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
     let data = get(Operand::Data);
     let in_place = key.kind() == OpKind::ScatterElements
         && out.start == data.start
-        && out.len == data.len
-        && out.offset == data.offset
-        && out.shape == data.shape
-        && out.strides == data.strides;
+        && same_geometry(out, data);
     let inputs = described.iter().filter(|d| d.0 != Operand::Output);
     check_out_alone(out.bytes(), inputs.map(|(o, d)| (*o, d.bytes())), in_place)?;
 
@@ -726,7 +818,17 @@ unsafe fn run(kernel: &Kernel, args: &mut SjArgs) -> Result<(), Failure> {
         kernel.run_into(&mut out_view, &data, &indices, updates.as_ref())
     };
     report_bad_index(&result, &mut args.bad_index);
-    result.map_err(Failure::from)
+    result.map_err(Failure::from)?;
+    Ok((described, in_place))
+}
+
+/// A descriptor's data pointer is NULL where it has elements.
+fn null_data(operand: Operand) -> Failure {
+    let name = cabi::field(operand);
+    Failure(
+        Status::NullPointer,
+        format!("{name}.data is NULL but it has elements"),
+    )
 }
 
 #[cfg(test)]
@@ -745,7 +847,7 @@ mod tests {
 
     #[test]
     fn the_header_states_the_most_threads_of_a_pool() {
-        let header = include_str!("../include/scatterjit.h");
+        let header = include_str!("../../include/scatterjit.h");
         let limit = format!("over {} threads", Pool::MAX_THREADS);
         assert!(header.contains(&limit), "scatterjit.h must say {limit:?}");
     }
@@ -824,7 +926,7 @@ mod tests {
 
     #[test]
     fn status_codes_match_the_header() {
-        let header = include_str!("../include/scatterjit_abi.h");
+        let header = include_str!("../../include/scatterjit_abi.h");
         for status in Status::ALL {
             let line = format!("#define {} {}", status.c_name(), status as i32);
             assert!(header.contains(&line), "{line}");
@@ -844,7 +946,7 @@ mod tests {
     #[test]
     fn layouts_match_the_header() {
         use std::mem::{offset_of, size_of};
-        let header = include_str!("../include/scatterjit_abi.h");
+        let header = include_str!("../../include/scatterjit_abi.h");
         let facts = [
             ("offsetof(sj_tensor, data)", offset_of!(SjTensor, data)),
             (
