@@ -6,6 +6,7 @@
 use std::mem::offset_of;
 
 use scatterjit_ir::{DType, DTypeClass, Error as IrError, Mismatch, OpKind, Operand, MAX_RANK};
+use smallvec::{smallvec, SmallVec};
 
 use crate::error::Error;
 
@@ -207,17 +208,18 @@ pub(crate) const fn descriptor_offset(operand: Operand) -> usize {
     }
 }
 
-/// The tensors a kernel of `key` takes, each with its rank (in `SjArgs` order).
-pub(crate) fn operands(key: &scatterjit_ir::KernelKey) -> Vec<(Operand, usize)> {
+/// The tensors a kernel of `key` takes, each with its rank (in `SjArgs` order). Inline:
+/// every `sj_kernel_run` that reads its descriptors asks.
+pub(crate) fn operands(key: &scatterjit_ir::KernelKey) -> SmallVec<[(Operand, usize); 4]> {
     let r = key.rank();
     match key.kind() {
-        OpKind::ScatterElements => vec![
+        OpKind::ScatterElements => smallvec![
             (Operand::Data, r),
             (Operand::Indices, r),
             (Operand::Updates, r),
             (Operand::Output, r),
         ],
-        OpKind::GatherElements | OpKind::Gather => vec![
+        OpKind::GatherElements | OpKind::Gather => smallvec![
             (Operand::Data, r),
             (Operand::Indices, key.index_rank()),
             (Operand::Output, key.out_rank()),
