@@ -4,7 +4,9 @@
 //! Every function catches panics (a panic is reported as [`Status::Internal`], never
 //! unwinds into C) and records the message of its failure in a thread-local string that
 //! [`sj_last_error`] returns. Descriptors are turned into the checked views of
-//! `crate::tensor`, so a call validates exactly as [`Kernel::run_into`] does.
+//! `crate::tensor`, so a call validates exactly as [`Kernel::run_into`] does; a call that
+//! repeats a kept call's descriptors runs on its prepared call instead (`repeat.rs`), with
+//! the same results and errors.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};

@@ -18,7 +18,7 @@ use super::{
     null_data, prepare_described, reaches, run_prepared, same_geometry, slot, Described, Failure,
     Reaches, SjKernel,
 };
-use crate::cabi::{self, SjArgs, SjTensor};
+use crate::cabi::{self, SjArgs, SjTensor, DEVICE_CPU};
 use crate::kernel::Prepared;
 use crate::recent::KEPT_BELOW;
 use crate::tensor::row_major;
@@ -252,13 +252,12 @@ fn keep_if_repeated(
         .all(|(_, d)| checked_numel(&d.shape).is_ok_and(|n| n < KEPT_BELOW));
     // Descriptors that changed between their copy and the ordinary path's reading (which
     // only a caller breaking its promise can make) are not kept.
-    let checked = described
-        .iter()
-        .all(|(operand, d)| copied_as_checked(&written[slot(*operand)], d));
-    if !checked {
-        return;
-    }
-    if !small || !handle.repeats.missed(hash(&written, in_place)) {
+    let checked = || {
+        described
+            .iter()
+            .all(|(operand, d)| copied_as_checked(&written[slot(*operand)], d))
+    };
+    if !small || !checked() || !handle.repeats.missed(hash(&written, in_place)) {
         return;
     }
     let Ok(prepared) = prepare_described(&handle.kernel, described, in_place) else {
@@ -295,7 +294,8 @@ fn copied_as_checked(w: &Written, d: &Described) -> bool {
     };
     // `first` is the byte offset plus the lowest element offset's bytes, `-offset` elements.
     let byte_offset = d.first as i128 + d.offset as i128 * d.dtype.size() as i128;
-    w.ndim as usize == rank
+    w.device_type == DEVICE_CPU
+        && w.ndim as usize == rank
         && cabi::dtype_of_code(w.dtype) == Some(d.dtype)
         && d.shape
             .iter()
@@ -310,7 +310,7 @@ mod tests {
     use std::ffi::{CStr, CString};
 
     use super::*;
-    use crate::cabi::{dtype_code, Status, DEVICE_CPU};
+    use crate::cabi::{dtype_code, Status};
     use crate::ffi::{sj_cache_free, sj_cache_new, sj_kernel_free, sj_kernel_get, sj_last_error};
     use scatterjit_ir::DType;
 
@@ -539,6 +539,73 @@ mod tests {
             // Strides given explicitly (even row-major ones), another byte offset or
             // dtype: another call; the device id, which the CPU ignores, is not compared.
             assert_eq!(found, n == 0 || n == 3, "change {n}");
+        }
+        // SAFETY: freed once.
+        unsafe { sj_kernel_free(handle) };
+    }
+
+    #[test]
+    fn only_a_copy_of_what_the_ordinary_path_checked_is_kept() {
+        let handle = scatter_add();
+        let mut buffers = Buffers::new([2, 0, 2, 1, 1, -1]);
+        static STRIDES: [i64; 2] = [3, 1];
+        let [d, i, u, o] = &mut buffers.bytes;
+        let mut tensors = [
+            tensor(d.as_mut_ptr(), DType::F32),
+            tensor(i.as_mut_ptr(), DType::I64),
+            tensor(u.as_mut_ptr(), DType::F32),
+            tensor(o.as_mut_ptr(), DType::F32),
+        ];
+        tensors[2].strides = STRIDES.as_ptr();
+        tensors[3].byte_offset = 4;
+        let [data, indices, updates, out] = &tensors;
+        let args = SjArgs {
+            data,
+            indices,
+            updates,
+            out,
+            bad_index: [0; MAX_RANK],
+            workspace: std::ptr::null_mut(),
+            workspace_bytes: 0,
+        };
+        // SAFETY: a live handle and descriptors of live buffers.
+        let (copied, described) = unsafe {
+            let kernel = &(*handle).kernel;
+            (
+                written(&args, true).expect("readable descriptors"),
+                super::super::describe_call(kernel, &args, true).unwrap_or_else(|_| panic!()),
+            )
+        };
+        for (operand, d) in &described {
+            let w = copied[slot(*operand)];
+            assert!(copied_as_checked(&w, d), "{operand:?}");
+            let changed = [
+                Written { ndim: 1, ..w },
+                Written {
+                    dtype: dtype_code(DType::I32).unwrap(),
+                    ..w
+                },
+                Written {
+                    byte_offset: w.byte_offset + 4,
+                    ..w
+                },
+                Written {
+                    device_type: 2,
+                    ..w
+                },
+                Written {
+                    strided: true,
+                    strides: [2, 4, 0, 0, 0, 0, 0, 0],
+                    ..w
+                },
+                Written {
+                    shape: [2, 4, 0, 0, 0, 0, 0, 0],
+                    ..w
+                },
+            ];
+            for (n, changed) in changed.iter().enumerate() {
+                assert!(!copied_as_checked(changed, d), "{operand:?}, change {n}");
+            }
         }
         // SAFETY: freed once.
         unsafe { sj_kernel_free(handle) };
