@@ -22,7 +22,7 @@ use crate::cabi::{self, SjArgs, SjTensor, DEVICE_CPU};
 use crate::kernel::Prepared;
 use crate::recent::KEPT_BELOW;
 use crate::tensor::row_major;
-use scatterjit_ir::{OpKind, Operand, MAX_RANK};
+use scatterjit_ir::{KernelKey, OpKind, Operand, MAX_RANK};
 
 /// One descriptor as the caller wrote it, but its data pointer: what a repeated call's
 /// descriptor must match. Entries past `ndim` are 0.
@@ -75,22 +75,35 @@ unsafe fn bases(args: &SjArgs, scatter: bool) -> Option<[*const u8; 4]> {
 }
 
 /// Copies the descriptors of `args` but their data pointers (a gather's updates: the
-/// default); `None` where one cannot be copied (a NULL descriptor or shape, a rank outside
-/// 0..=MAX_RANK), which the ordinary path reports.
+/// default); `None` where the ordinary path will refuse one before reading its shape and
+/// strides (NULL, another device, dtype or rank than the kernel's, a NULL shape), which
+/// it then reports. Like it, reads a shape or strides array only at the kernel's rank.
 ///
 /// # Safety
 /// `args`' non-NULL tensor pointers point to valid descriptors whose non-NULL shape and
 /// strides arrays have `ndim` entries.
-unsafe fn written(args: &SjArgs, scatter: bool) -> Option<[Written; 4]> {
+unsafe fn written(args: &SjArgs, key: &KernelKey) -> Option<[Written; 4]> {
+    let scatter = key.kind() == OpKind::ScatterElements;
+    let descriptors = descriptors(args, scatter);
     let mut all = [Written::default(); 4];
-    for (written, t) in all.iter_mut().zip(descriptors(args, scatter)) {
-        let Some(t) = t else { continue };
+    for (operand, rank) in cabi::operands(key) {
+        let Some(t) = descriptors[slot(operand)] else {
+            continue;
+        };
         // SAFETY: NULL or valid by the caller's promise.
         let t = unsafe { t.as_ref() }?;
-        let rank = usize::try_from(t.ndim).ok().filter(|&r| r <= MAX_RANK)?;
-        if rank > 0 && t.shape.is_null() {
+        let dtype = match operand {
+            Operand::Indices => key.index_dtype(),
+            _ => key.dtype(),
+        };
+        let refused = t.device_type != DEVICE_CPU
+            || cabi::dtype_of_code(t.dtype) != Some(dtype)
+            || usize::try_from(t.ndim) != Ok(rank)
+            || (rank > 0 && t.shape.is_null());
+        if refused {
             return None;
         }
+        let written = &mut all[slot(operand)];
         *written = Written {
             device_type: t.device_type,
             dtype: t.dtype,
@@ -229,7 +242,7 @@ pub(super) unsafe fn run(handle: &SjKernel, args: &mut SjArgs) -> Result<(), Fai
     }
     // Copied before the ordinary path reads them, so that what is kept is what it checked.
     // SAFETY: forwarded from the caller's promise about the descriptors.
-    let written = unsafe { written(args, scatter) };
+    let written = unsafe { written(args, handle.kernel.key()) };
     // SAFETY: forwarded from the caller's promise about the descriptors.
     let (described, in_place) = unsafe { super::run(&handle.kernel, args) }?;
     if let Some(written) = written {
@@ -572,7 +585,7 @@ mod tests {
         let (copied, described) = unsafe {
             let kernel = &(*handle).kernel;
             (
-                written(&args, true).expect("readable descriptors"),
+                written(&args, kernel.key()).expect("readable descriptors"),
                 super::super::describe_call(kernel, &args, true).unwrap_or_else(|_| panic!()),
             )
         };
