@@ -163,3 +163,64 @@ fn the_readme_example_runs() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A descriptor whose `ndim` is past the kernel's rank is refused before its shape array is
+/// read past that rank: here the array holds the kernel's rank of dims and ends at an
+/// inaccessible page. (`sj_kernel_run`'s repeated-call path once copied `ndim` entries
+/// before the rank was checked; the `capi` fuzz target found it under AddressSanitizer.)
+#[test]
+fn an_ndim_past_the_kernels_rank_reads_no_further_than_its_rank() {
+    use scatterjit::cabi::{dtype_code, SjArgs, SjTensor, Status, DEVICE_CPU};
+    use scatterjit::ffi::{sj_cache_free, sj_cache_new, sj_kernel_free, sj_kernel_get};
+    use scatterjit::ir::{DType, MAX_RANK};
+    use scatterjit_testkit::guarded::Guarded;
+
+    let cache = sj_cache_new();
+    let key = std::ffi::CString::new("gather_elements.f32.i64.r1.a0").unwrap();
+    let mut kernel = std::ptr::null_mut();
+    // SAFETY: a live cache, a C string, a writable pointer.
+    assert_eq!(
+        unsafe { sj_kernel_get(cache, key.as_ptr(), &mut kernel) },
+        0
+    );
+    let three = Guarded::new(&3i64.to_le_bytes());
+    let mut values = [1.0f32, 2.0, 3.0];
+    let mut picks = [2i64, 0, 1];
+    let mut out = [0f32; 3];
+    let descriptor = |data: *mut u8, dtype: DType| SjTensor {
+        data,
+        device_type: DEVICE_CPU,
+        device_id: 0,
+        ndim: 1,
+        dtype: dtype_code(dtype).unwrap(),
+        shape: three.as_ptr().cast(),
+        strides: std::ptr::null(),
+        byte_offset: 0,
+    };
+    let data = descriptor(values.as_mut_ptr().cast(), DType::F32);
+    let indices = SjTensor {
+        ndim: 2,
+        ..descriptor(picks.as_mut_ptr().cast(), DType::I64)
+    };
+    let out_tensor = descriptor(out.as_mut_ptr().cast(), DType::F32);
+    let mut args = SjArgs {
+        data: &data,
+        indices: &indices,
+        updates: std::ptr::null(),
+        out: &out_tensor,
+        bad_index: [0; MAX_RANK],
+        workspace: std::ptr::null_mut(),
+        workspace_bytes: 0,
+    };
+    // Three times: a handle keeps what its calls repeat.
+    for _ in 0..3 {
+        // SAFETY: a live handle; each shape array holds the kernel's rank of dims.
+        let status = unsafe { scatterjit::ffi::sj_kernel_run(kernel, &mut args) };
+        assert_eq!(status, Status::Rank as i32);
+    }
+    // SAFETY: each freed once.
+    unsafe {
+        sj_kernel_free(kernel);
+        sj_cache_free(cache);
+    }
+}
