@@ -18,14 +18,16 @@ use super::{
     null_data, prepare_described, reaches, run_prepared, same_geometry, slot, Described, Failure,
     Reaches, SjKernel,
 };
+use crate::abi::MAX_DEPTH;
 use crate::cabi::{self, SjArgs, SjTensor, DEVICE_CPU};
 use crate::kernel::Prepared;
 use crate::recent::KEPT_BELOW;
 use crate::tensor::row_major;
-use scatterjit_ir::{KernelKey, OpKind, Operand, MAX_RANK};
+use scatterjit_ir::{KernelKey, OpKind, Operand};
 
 /// One descriptor as the caller wrote it, but its data pointer: what a repeated call's
-/// descriptor must match. Entries past `ndim` are 0.
+/// descriptor must match. Entries past `ndim` are 0; an operand has at most `MAX_DEPTH`
+/// dims (a Gather's output).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Written {
     device_type: i32,
@@ -33,8 +35,8 @@ struct Written {
     ndim: i32,
     /// Whether strides were given (NULL: row-major).
     strided: bool,
-    shape: [i64; MAX_RANK],
-    strides: [i64; MAX_RANK],
+    shape: [i64; MAX_DEPTH],
+    strides: [i64; MAX_DEPTH],
     byte_offset: u64,
 }
 
@@ -176,7 +178,7 @@ impl Repeat {
             {
                 return false;
             }
-            // The kept rank passed the ordinary path's checks: 0..=MAX_RANK.
+            // The kept rank is the kernel's, at most MAX_DEPTH.
             let rank = w.ndim as usize;
             if rank == 0 {
                 return true;
@@ -323,9 +325,9 @@ mod tests {
     use std::ffi::{CStr, CString};
 
     use super::*;
-    use crate::cabi::{dtype_code, Status};
+    use crate::cabi::{dtype_code, Status, DEVICE_CPU};
     use crate::ffi::{sj_cache_free, sj_cache_new, sj_kernel_free, sj_kernel_get, sj_last_error};
-    use scatterjit_ir::DType;
+    use scatterjit_ir::{DType, MAX_RANK};
 
     const SHAPE: [i64; 2] = [2, 3];
 
@@ -589,6 +591,8 @@ mod tests {
                 super::super::describe_call(kernel, &args, true).unwrap_or_else(|_| panic!()),
             )
         };
+        let mut two_four = [0; MAX_DEPTH];
+        two_four[..2].copy_from_slice(&[2, 4]);
         for (operand, d) in &described {
             let w = copied[slot(*operand)];
             assert!(copied_as_checked(&w, d), "{operand:?}");
@@ -608,11 +612,11 @@ mod tests {
                 },
                 Written {
                     strided: true,
-                    strides: [2, 4, 0, 0, 0, 0, 0, 0],
+                    strides: two_four,
                     ..w
                 },
                 Written {
-                    shape: [2, 4, 0, 0, 0, 0, 0, 0],
+                    shape: two_four,
                     ..w
                 },
             ];
@@ -622,5 +626,60 @@ mod tests {
         }
         // SAFETY: freed once.
         unsafe { sj_kernel_free(handle) };
+    }
+
+    /// A Gather's output may have more than `MAX_RANK` dims; its calls are kept too.
+    #[test]
+    fn calls_with_an_output_past_max_rank_are_kept() {
+        let cache = sj_cache_new();
+        let key = CString::new(format!("gather.f32.i64.r{MAX_RANK}.q2.a0")).unwrap();
+        let mut kernel = std::ptr::null_mut();
+        // SAFETY: a live cache, a C string, a writable pointer.
+        assert_eq!(
+            unsafe { sj_kernel_get(cache, key.as_ptr(), &mut kernel) },
+            0
+        );
+        let data_shape: Vec<i64> = [2].into_iter().chain([1; MAX_RANK - 1]).collect();
+        let out_shape = vec![1i64; MAX_RANK + 1];
+        let index_shape = [1i64, 1];
+        let mut values = [1.5f32, 2.5];
+        let mut picks = [-1i64];
+        let mut out = [0f32];
+        let descriptor = |data: *mut u8, dtype: DType, shape: &[i64]| SjTensor {
+            data,
+            device_type: DEVICE_CPU,
+            device_id: 0,
+            ndim: shape.len() as i32,
+            dtype: dtype_code(dtype).unwrap(),
+            shape: shape.as_ptr(),
+            strides: std::ptr::null(),
+            byte_offset: 0,
+        };
+        let data = descriptor(values.as_mut_ptr().cast(), DType::F32, &data_shape);
+        let indices = descriptor(picks.as_mut_ptr().cast(), DType::I64, &index_shape);
+        let out_tensor = descriptor(out.as_mut_ptr().cast(), DType::F32, &out_shape);
+        let mut args = SjArgs {
+            data: &data,
+            indices: &indices,
+            updates: std::ptr::null(),
+            out: &out_tensor,
+            bad_index: [0; MAX_RANK],
+            workspace: std::ptr::null_mut(),
+            workspace_bytes: 0,
+        };
+        for _ in 0..3 {
+            out[0] = 0.0;
+            // SAFETY: a live handle and descriptors of live buffers.
+            let status = unsafe { super::super::sj_kernel_run(kernel, &mut args) };
+            assert_eq!(status, Status::Ok as i32);
+            assert_eq!(out[0], 2.5);
+        }
+        // SAFETY: a live handle.
+        assert_eq!(unsafe { &(*kernel).repeats }.kept(), 1);
+        // SAFETY: each freed once.
+        unsafe {
+            sj_kernel_free(kernel);
+            sj_cache_free(cache);
+        }
     }
 }
