@@ -363,6 +363,20 @@ mod tests {
         kernel
     }
 
+    /// A call's arguments: data, indices, updates and out, `bad_index` all -1.
+    fn args_of(tensors: &[SjTensor; 4]) -> SjArgs {
+        let [data, indices, updates, out] = tensors;
+        SjArgs {
+            data,
+            indices,
+            updates,
+            out,
+            bad_index: [-1; MAX_RANK],
+            workspace: std::ptr::null_mut(),
+            workspace_bytes: 0,
+        }
+    }
+
     /// What one `sj_kernel_run` did: its status, message, out's bytes and `bad_index`.
     type Outcome = (i32, String, Vec<u8>, [i64; MAX_RANK]);
 
@@ -387,28 +401,25 @@ mod tests {
             Buffers { bytes }
         }
 
-        /// Runs `kernel` on descriptors of these buffers, `adjust`ed first, then restores
-        /// every buffer; out's bytes are those of the descriptor out ended as.
-        fn run(&mut self, kernel: *mut SjKernel, adjust: impl Fn(&mut [SjTensor; 4])) -> Outcome {
-            let before = self.bytes.clone();
+        /// Row-major [2, 3] descriptors of the four buffers.
+        fn tensors(&mut self) -> [SjTensor; 4] {
             let [d, i, u, o] = &mut self.bytes;
-            let mut tensors = [
+            [
                 tensor(d.as_mut_ptr(), DType::F32),
                 tensor(i.as_mut_ptr(), DType::I64),
                 tensor(u.as_mut_ptr(), DType::F32),
                 tensor(o.as_mut_ptr(), DType::F32),
-            ];
+            ]
+        }
+
+        /// Runs `kernel` on descriptors of these buffers, `adjust`ed first, then restores
+        /// every buffer; out's bytes are those of the descriptor out ended as.
+        fn run(&mut self, kernel: *mut SjKernel, adjust: impl Fn(&mut [SjTensor; 4])) -> Outcome {
+            let before = self.bytes.clone();
+            let mut tensors = self.tensors();
             adjust(&mut tensors);
-            let [data, indices, updates, out] = &tensors;
-            let mut args = SjArgs {
-                data,
-                indices,
-                updates,
-                out,
-                bad_index: [-1; MAX_RANK],
-                workspace: std::ptr::null_mut(),
-                workspace_bytes: 0,
-            };
+            let mut args = args_of(&tensors);
+            let out = &tensors[3];
             // SAFETY: a live handle; every descriptor reaches bytes of a live buffer.
             let status = unsafe { super::super::sj_kernel_run(kernel, &mut args) };
             // SAFETY: the thread's NUL-terminated last message.
@@ -530,25 +541,10 @@ mod tests {
             |t| t[3].device_id = 9,
             |t| t[0].dtype = dtype_code(DType::I32).unwrap(),
         ];
-        let [d, i, u, o] = &mut buffers.bytes;
         for (n, change) in changes.into_iter().enumerate() {
-            let mut tensors = [
-                tensor(d.as_mut_ptr(), DType::F32),
-                tensor(i.as_mut_ptr(), DType::I64),
-                tensor(u.as_mut_ptr(), DType::F32),
-                tensor(o.as_mut_ptr(), DType::F32),
-            ];
+            let mut tensors = buffers.tensors();
             change(&mut tensors);
-            let [data, indices, updates, out] = &tensors;
-            let args = SjArgs {
-                data,
-                indices,
-                updates,
-                out,
-                bad_index: [0; MAX_RANK],
-                workspace: std::ptr::null_mut(),
-                workspace_bytes: 0,
-            };
+            let args = args_of(&tensors);
             // SAFETY: a live handle and live descriptors.
             let found = unsafe { kept_for(&*handle, &args, true) }.is_some();
             // Strides given explicitly (even row-major ones), another byte offset or
@@ -564,25 +560,10 @@ mod tests {
         let handle = scatter_add();
         let mut buffers = Buffers::new([2, 0, 2, 1, 1, -1]);
         static STRIDES: [i64; 2] = [3, 1];
-        let [d, i, u, o] = &mut buffers.bytes;
-        let mut tensors = [
-            tensor(d.as_mut_ptr(), DType::F32),
-            tensor(i.as_mut_ptr(), DType::I64),
-            tensor(u.as_mut_ptr(), DType::F32),
-            tensor(o.as_mut_ptr(), DType::F32),
-        ];
+        let mut tensors = buffers.tensors();
         tensors[2].strides = STRIDES.as_ptr();
         tensors[3].byte_offset = 4;
-        let [data, indices, updates, out] = &tensors;
-        let args = SjArgs {
-            data,
-            indices,
-            updates,
-            out,
-            bad_index: [0; MAX_RANK],
-            workspace: std::ptr::null_mut(),
-            workspace_bytes: 0,
-        };
+        let args = args_of(&tensors);
         // SAFETY: a live handle and descriptors of live buffers.
         let (copied, described) = unsafe {
             let kernel = &(*handle).kernel;
