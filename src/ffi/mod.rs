@@ -209,6 +209,17 @@ fn slot(operand: Operand) -> usize {
     }
 }
 
+/// The descriptor `args` gives for `operand`, one of a key's.
+fn descriptor_of(args: &SjArgs, operand: Operand) -> *const SjTensor {
+    match operand {
+        Operand::Data => args.data,
+        Operand::Indices => args.indices,
+        Operand::Updates => args.updates,
+        Operand::Output => args.out,
+        Operand::Sums | Operand::Counts => unreachable!("a key's operands are tensors"),
+    }
+}
+
 /// Each operand's reach, from its description.
 fn reaches(described: &[(Operand, Described)]) -> Reaches {
     let mut reach = Reaches::default();
@@ -708,17 +719,11 @@ unsafe fn describe_call(
     kernel: &Kernel,
     args: &SjArgs,
     memory: bool,
-) -> Result<SmallVec<[(Operand, Described); Operand::TENSORS.len()]>, Failure> {
+) -> Result<Descriptions, Failure> {
     let key = *kernel.key();
     let mut described = SmallVec::new();
     for (operand, rank) in cabi::operands(&key) {
-        let pointer = match operand {
-            Operand::Data => args.data,
-            Operand::Indices => args.indices,
-            Operand::Updates => args.updates,
-            Operand::Output => args.out,
-            Operand::Sums | Operand::Counts => unreachable!("a key's operands are tensors"),
-        };
+        let pointer = descriptor_of(args, operand);
         let dtype = match operand {
             Operand::Indices => key.index_dtype(),
             _ => key.dtype(),
@@ -760,11 +765,11 @@ fn report_bad_index(result: &Result<(), Error>, slots: &mut [i64]) {
     }
 }
 
+/// A call's descriptions, in [`cabi::operands`] order.
+type Descriptions = SmallVec<[(Operand, Described); Operand::TENSORS.len()]>;
+
 /// The descriptions of a call that succeeded, and whether it ran in place.
-type Ran = (
-    SmallVec<[(Operand, Described); Operand::TENSORS.len()]>,
-    bool,
-);
+type Ran = (Descriptions, bool);
 
 /// Whether out and data describe one geometry, so that a scatter whose out starts where
 /// data does runs in place.

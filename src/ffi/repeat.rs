@@ -15,8 +15,8 @@ use std::sync::Arc;
 use scatterjit_ir::checked_numel;
 
 use super::{
-    null_data, prepare_described, reaches, run_prepared, same_geometry, slot, Described, Failure,
-    Reaches, SjKernel,
+    described_of, descriptor_of, null_data, prepare_described, reaches, run_prepared,
+    same_geometry, slot, Described, Failure, Reaches, SjKernel,
 };
 use crate::abi::MAX_DEPTH;
 use crate::cabi::{self, SjArgs, SjTensor, DEVICE_CPU};
@@ -43,7 +43,7 @@ struct Written {
 impl Hash for Written {
     fn hash<H: Hasher>(&self, state: &mut H) {
         // The entries past `ndim` are 0 in every `Written`: equal ones hash alike.
-        let rank = self.ndim as usize;
+        let rank = usize::try_from(self.ndim).map_or(0, |r| r.min(MAX_DEPTH));
         (self.device_type, self.dtype, self.ndim, self.strided).hash(state);
         (&self.shape[..rank], &self.strides[..rank], self.byte_offset).hash(state);
     }
@@ -52,11 +52,12 @@ impl Hash for Written {
 /// The descriptors a kernel of this kind reads, by [`slot`]: a gather's updates are
 /// ignored (`None`), whatever `args.updates` holds.
 fn descriptors(args: &SjArgs, scatter: bool) -> [Option<*const SjTensor>; 4] {
+    let of = |operand| descriptor_of(args, operand);
     [
-        Some(args.data),
-        Some(args.indices),
-        scatter.then_some(args.updates),
-        Some(args.out),
+        Some(of(Operand::Data)),
+        Some(of(Operand::Indices)),
+        scatter.then(|| of(Operand::Updates)),
+        Some(of(Operand::Output)),
     ]
 }
 
@@ -77,32 +78,20 @@ unsafe fn bases(args: &SjArgs, scatter: bool) -> Option<[*const u8; 4]> {
 }
 
 /// Copies the descriptors of `args` but their data pointers (a gather's updates: the
-/// default); `None` where the ordinary path will refuse one before reading its shape and
-/// strides (NULL, another device, dtype or rank than the kernel's, a NULL shape), which
-/// it then reports. Like it, reads a shape or strides array only at the kernel's rank.
+/// default), after the ordinary path accepted them: their shape and strides arrays are
+/// read at the kernel's rank, as that path read them. `None` where a descriptor or shape
+/// is NULL now (which only a caller breaking its promise can make); [`copied_as_checked`]
+/// tells whether the copy is what the ordinary path checked.
 ///
 /// # Safety
 /// `args`' non-NULL tensor pointers point to valid descriptors whose non-NULL shape and
-/// strides arrays have `ndim` entries.
+/// strides arrays have the kernel's rank of entries, as the ordinary path found them.
 unsafe fn written(args: &SjArgs, key: &KernelKey) -> Option<[Written; 4]> {
-    let scatter = key.kind() == OpKind::ScatterElements;
-    let descriptors = descriptors(args, scatter);
     let mut all = [Written::default(); 4];
     for (operand, rank) in cabi::operands(key) {
-        let Some(t) = descriptors[slot(operand)] else {
-            continue;
-        };
         // SAFETY: NULL or valid by the caller's promise.
-        let t = unsafe { t.as_ref() }?;
-        let dtype = match operand {
-            Operand::Indices => key.index_dtype(),
-            _ => key.dtype(),
-        };
-        let refused = t.device_type != DEVICE_CPU
-            || cabi::dtype_of_code(t.dtype) != Some(dtype)
-            || usize::try_from(t.ndim) != Ok(rank)
-            || (rank > 0 && t.shape.is_null());
-        if refused {
+        let t = unsafe { descriptor_of(args, operand).as_ref() }?;
+        if rank > 0 && t.shape.is_null() {
             return None;
         }
         let written = &mut all[slot(operand)];
@@ -115,7 +104,7 @@ unsafe fn written(args: &SjArgs, key: &KernelKey) -> Option<[Written; 4]> {
             ..Written::default()
         };
         if rank > 0 {
-            // SAFETY: non-null with `ndim` entries by the caller's promise.
+            // SAFETY: non-null with the kernel's rank of entries by the caller's promise.
             let shape = unsafe { std::slice::from_raw_parts(t.shape, rank) };
             written.shape[..rank].copy_from_slice(shape);
             if written.strided {
@@ -242,49 +231,51 @@ pub(super) unsafe fn run(handle: &SjKernel, args: &mut SjArgs) -> Result<(), Fai
             )
         };
     }
-    // Copied before the ordinary path reads them, so that what is kept is what it checked.
-    // SAFETY: forwarded from the caller's promise about the descriptors.
-    let written = unsafe { written(args, handle.kernel.key()) };
     // SAFETY: forwarded from the caller's promise about the descriptors.
     let (described, in_place) = unsafe { super::run(&handle.kernel, args) }?;
-    if let Some(written) = written {
-        keep_if_repeated(handle, written, &described, in_place);
-    }
+    // SAFETY: as above; the ordinary path accepted the descriptors.
+    unsafe { keep_if_repeated(handle, args, &described, in_place) };
     Ok(())
 }
 
-/// After a call that took the ordinary path and succeeded: prepares and keeps it if it is
-/// small and its descriptors were among the latest misses. Failing to prepare only leaves
-/// it unkept.
-fn keep_if_repeated(
+/// After a call that took the ordinary path and succeeded: copies its descriptors and,
+/// if it is small and they were among the latest misses, prepares and keeps it. Failing to
+/// prepare only leaves it unkept.
+///
+/// # Safety
+/// As [`written`].
+unsafe fn keep_if_repeated(
     handle: &SjKernel,
-    written: [Written; 4],
+    args: &SjArgs,
     described: &[(Operand, Described)],
     in_place: bool,
 ) {
     let small = described
         .iter()
         .all(|(_, d)| checked_numel(&d.shape).is_ok_and(|n| n < KEPT_BELOW));
-    // Descriptors that changed between their copy and the ordinary path's reading (which
-    // only a caller breaking its promise can make) are not kept.
-    let checked = || {
-        described
-            .iter()
-            .all(|(operand, d)| copied_as_checked(&written[slot(*operand)], d))
+    if !small {
+        return;
+    }
+    // SAFETY: forwarded from the caller's promise.
+    let Some(written) = (unsafe { written(args, handle.kernel.key()) }) else {
+        return;
     };
-    if !small || !checked() || !handle.repeats.missed(hash(&written, in_place)) {
+    // Descriptors that changed since the ordinary path read them (which only a caller
+    // breaking its promise can make) are not kept.
+    let checked = described
+        .iter()
+        .all(|(operand, d)| copied_as_checked(&written[slot(*operand)], d));
+    if !checked || !handle.repeats.missed(hash(&written, in_place)) {
         return;
     }
     let Ok(prepared) = prepare_described(&handle.kernel, described, in_place) else {
         return;
     };
-    let get = |operand| described.iter().find(|d| d.0 == operand).map(|d| &d.1);
-    let out_like_data = match (get(Operand::Output), get(Operand::Data)) {
-        (Some(out), Some(data)) => {
-            handle.kernel.key().kind() == OpKind::ScatterElements && same_geometry(out, data)
-        }
-        _ => false,
-    };
+    let out_like_data = handle.kernel.key().kind() == OpKind::ScatterElements
+        && same_geometry(
+            described_of(described, Operand::Output),
+            described_of(described, Operand::Data),
+        );
     let repeat = Repeat {
         written,
         out_like_data,
