@@ -4,7 +4,8 @@
 //! threads, bit-identical to `run_into` on views of the same buffers (gaps included), with
 //! the same errors and nothing written on error; and buffers of the wrong size. And the
 //! bindings a kernel keeps for geometries its ordinary calls repeat: four calls of one
-//! geometry in a row in each form, against the interpreter.
+//! geometry in a row in each form, against the interpreter; and the calls each thread
+//! keeps for the free functions: six calls of one op, dtypes and shapes in a row.
 
 use std::sync::Arc;
 
@@ -386,6 +387,58 @@ fn check_repeated(case: &Case) -> Result<(), String> {
     Ok(())
 }
 
+/// Six calls of the free function `scatterjit::run` on contiguous tensors of one
+/// geometry, new values each time, with the process-wide cache: where the call is small,
+/// the first two take the ordinary path (the second binds the geometry in the kernel's
+/// memo), the third runs on that binding and the calling thread keeps it, the fourth to
+/// sixth run as the thread's kept call, the fifth with the case's bad index, if any. Every
+/// result is the interpreter's, bit for bit, every error its error; on 1 and 3 threads.
+fn check_free_repeated(case: &Case) -> Result<(), String> {
+    let op = case_op(case);
+    for (threads, pool) in [1, 3].iter().zip(pools()) {
+        let mut all_ok = true;
+        let (_, found_before) = pool.install(scatterjit::kept_calls);
+        for call in 0..6u64 {
+            let mut values = case.clone();
+            values.seed = case.seed.wrapping_add(call.wrapping_mul(0x9E37_79B9));
+            if call != 4 {
+                values.bad = None;
+            }
+            let (data, indices, updates) = values.tensors();
+            let expected = interp::run(&op, &data, &indices, updates.as_ref());
+            all_ok &= call == 4 || expected.is_ok();
+            let got = pool.install(|| scatterjit::run(&op, &data, &indices, updates.as_ref()));
+            let at = format!(
+                "{op:?} on {:?}, call {call} on {threads} threads",
+                case.dtype
+            );
+            agree(&expected, got, &at)?;
+        }
+        // The last three run as kept calls on one thread where the kernel's memo binds the
+        // geometry: small, not `mean` (whose calls run on views), not a Gather (which may
+        // run in blocks, also on views), with bytes (strings run on handles of their own).
+        let (data, indices, updates) = case.tensors();
+        let numel = |t: &Tensor| t.numel();
+        let small = [Some(&data), Some(&indices), updates.as_ref()]
+            .into_iter()
+            .flatten()
+            .all(|t| numel(t) < 4096)
+            && interp::run(&op, &data, &indices, updates.as_ref())
+                .is_ok_and(|out| out.numel() < 4096);
+        let mean = case.reduction == scatterjit::Reduction::Mean && updates.is_some();
+        let on_views = mean || case.kind == scatterjit::ir::OpKind::Gather;
+        let found = pool.install(scatterjit::kept_calls).1 - found_before;
+        if *threads == 1 && small && !on_views && all_ok && case.dtype != DType::String && found < 3
+        {
+            return Err(format!(
+                "{op:?} on {:?}: {found} calls of 6 ran as kept calls",
+                case.dtype
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The view of `s` with `shape`.
 fn strided_view<'a>(dtype: DType, shape: &[usize], s: &'a Strided) -> TensorView<'a> {
     TensorView::new(dtype, shape, &s.strides, s.offset, &s.bytes).unwrap()
@@ -441,6 +494,11 @@ proptest! {
     #[test]
     fn repeated_calls_agree_with_the_interpreter(case in case()) {
         check_repeated(&case).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn repeated_free_calls_agree_with_the_interpreter(case in case()) {
+        check_free_repeated(&case).map_err(TestCaseError::fail)?;
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use scatterjit_ir::checked_numel;
 
@@ -41,34 +42,39 @@ pub(super) struct Operands<'c, 'o> {
 impl Memo {
     /// Runs the call on a kept binding of its geometry, or else `ordinary`ly (with every
     /// check and decision made now), then keeps its geometry if it succeeded (see
-    /// [`Self::missed`]).
+    /// [`Self::missed`]). Returns the binding it ran on, if it ran on one.
     pub(super) fn call<'o>(
         &self,
         kernel: &Kernel,
         mut ops: Operands<'_, 'o>,
         ordinary: impl FnOnce(&mut TensorViewMut<'o>) -> Result<()>,
-    ) -> Result<()> {
-        if let Some(done) = self.run(kernel, &mut ops) {
-            return done;
+    ) -> Result<Option<Arc<Binding>>> {
+        if let Some((binding, done)) = self.run(kernel, &mut ops) {
+            return done.map(|()| Some(binding));
         }
         ordinary(&mut *ops.out)?;
         self.missed(kernel, &ops);
-        Ok(())
+        Ok(None)
     }
 
     /// Runs the call on a kept binding of its geometry, or `None`, having written nothing,
     /// where it must take the ordinary path (see [`Binding::run`]).
-    fn run(&self, kernel: &Kernel, ops: &mut Operands<'_, '_>) -> Option<Result<()>> {
+    fn run(
+        &self,
+        kernel: &Kernel,
+        ops: &mut Operands<'_, '_>,
+    ) -> Option<(Arc<Binding>, Result<()>)> {
         let binding = self
             .recent
             .find(|b| b.describes(ops.in_place, ops.out, ops.data, ops.indices, ops.updates))?;
-        binding.run(
+        let done = binding.run(
             kernel,
             ops.out.buffer_mut(),
             ops.data.map(TensorView::buffer),
             ops.indices.buffer(),
             ops.updates.map(TensorView::buffer),
-        )
+        )?;
+        Some((binding, done))
     }
 
     /// After a call that took the ordinary path and succeeded: binds its geometry if it is

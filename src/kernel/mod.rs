@@ -15,6 +15,7 @@ mod call;
 mod compact;
 mod mean;
 mod memo;
+mod new_output;
 mod passes;
 mod prepared;
 mod report;
@@ -26,19 +27,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use scatterjit_ir::{
-    checked_nbytes, DType, Error as IrError, KernelKey, Meta, OpKind, Operand, PassKind, Plan,
-    Tensor,
+    DType, Error as IrError, KernelKey, Meta, OpKind, Operand, PassKind, Plan, Tensor,
 };
 
 use crate::abi::{ParamLayout, Variant};
-use crate::alloc;
 use crate::codegen::Bounds;
-use crate::error::Buffer;
 use crate::error::{Error, Result};
 use crate::jit::{self, Code, Listing, PassFn};
 use crate::once::OnceOk;
 use crate::tensor::{self, TensorView, TensorViewMut};
 
+pub(crate) use new_output::KeptCall;
 pub use prepared::{Geometry, Prepared};
 pub use schedule::{set_engine_threads, set_parallel_grain, set_tile_picks, splits_from};
 use tier::Demand;
@@ -327,72 +326,8 @@ impl Kernel {
         updates: Option<&TensorView<'_>>,
     ) -> Result<Tensor> {
         let out_shape = self.validate(data, indices, updates)?;
-        self.run_validated(out_shape, data, indices, updates)
-    }
-
-    /// [`Self::run`] on operands that `Op::validate` accepted with this kernel's key and
-    /// output shape `out_shape` (the free functions validate once, to find the key).
-    pub(crate) fn run_validated(
-        &self,
-        out_shape: Vec<usize>,
-        data: &TensorView<'_>,
-        indices: &TensorView<'_>,
-        updates: Option<&TensorView<'_>>,
-    ) -> Result<Tensor> {
-        let (op, dtype) = (self.plan.key.kind(), self.plan.key.dtype());
-        let len = checked_nbytes(dtype, &out_shape)?;
-        // Both caps before either allocation.
-        alloc::check(op, Buffer::Output, len as u128)?;
-        self.check_scratch(&out_shape)?;
-        // A gather's kernels write every element, so its output starts unwritten; but
-        // for bool, whose bytes `Tensor` checks, which a view of data does not.
-        if op != OpKind::ScatterElements && dtype != DType::Bool {
-            let mut bytes = alloc::unwritten(op, Buffer::Output, len)?;
-            // SAFETY: the view goes to a gather's call only, whose kernels (compiled or
-            // in blocks, any split) write every element before anything reads it.
-            let mut view = unsafe { TensorViewMut::unwritten(bytes.place(), dtype, &out_shape) }?;
-            self.run_new(&mut view, Some(data), indices, updates)?;
-            // SAFETY: the call succeeded, so every byte has been written (above); a bad
-            // index returned early and dropped `bytes` unread.
-            let bytes = unsafe { bytes.written() };
-            return Ok(Tensor::from_bytes(dtype, out_shape, bytes)?);
-        }
-        // A scatter's output starts as data: where data is row-major, the new buffer is
-        // made as its copy (not zeroed first) and the scatter runs in place on it.
-        let copy_of_data = match op {
-            OpKind::ScatterElements => data.dense_bytes(),
-            _ => None,
-        };
-        let bytes = match copy_of_data {
-            Some(from) => alloc::copied(op, Buffer::Output, from)?,
-            None => alloc::zeroed(op, Buffer::Output, len)?,
-        };
-        let mut out = Tensor::from_bytes(dtype, out_shape, bytes)?;
-        let data = copy_of_data.is_none().then_some(data);
-        self.run_new(&mut TensorViewMut::from(&mut out), data, indices, updates)?;
+        let (out, _) = self.run_validated(out_shape, data, indices, updates)?;
         Ok(out)
-    }
-
-    /// A call into a new output of [`Self::run`] (in place on it when `data` is `None`):
-    /// without the check before the first write, as the output is ours; a bad index may
-    /// stop a pass midway, and the output is dropped.
-    fn run_new(
-        &self,
-        out: &mut TensorViewMut<'_>,
-        data: Option<&TensorView<'_>>,
-        indices: &TensorView<'_>,
-        updates: Option<&TensorView<'_>>,
-    ) -> Result<()> {
-        let ops = memo::Operands {
-            in_place: data.is_none(),
-            out,
-            data,
-            indices,
-            updates,
-        };
-        self.memo.call(self, ops, |out| {
-            self.execute(out, data, indices, updates, false)
-        })
     }
 
     /// Runs the op into a caller's output view (the ONNX Runtime / OpenVINO style of
@@ -418,9 +353,10 @@ impl Kernel {
             indices,
             updates,
         };
-        self.memo.call(self, ops, |out| {
+        let ran = self.memo.call(self, ops, |out| {
             self.run_into_unbound(out, data, indices, updates)
-        })
+        });
+        ran.map(drop)
     }
 
     /// [`Self::run_into`] without the memo's bindings: every check and decision made now.
@@ -510,8 +446,10 @@ impl Kernel {
             indices,
             updates: Some(updates),
         };
-        self.memo
-            .call(self, ops, |data| ordinary(self, data, indices, updates))
+        let ran = self
+            .memo
+            .call(self, ops, |data| ordinary(self, data, indices, updates));
+        ran.map(drop)
     }
 
     /// Only ScatterElements has an in-place form.
