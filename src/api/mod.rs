@@ -16,6 +16,10 @@ use crate::tensor::{TensorView, TensorViewMut};
 /// Runs `op` out of place on owned tensors with the process-wide kernel cache.
 /// `updates` is required for ScatterElements and must be `None` for the gather ops.
 ///
+/// A small call that repeats one of its thread's recent calls (same op, dtypes and shapes,
+/// new values) runs on what that call bound, without validating the op or finding the
+/// kernel again; results and errors are the same either way.
+///
 /// ```
 /// use scatterjit::{Op, Tensor};
 /// let data = Tensor::from_slice(&[3, 2], &[1.0f32, 1.2, 2.3, 3.4, 4.5, 5.7])?;

@@ -7,7 +7,8 @@
 //! wide indices into a narrow copy the apply reads; [`blocks`] runs Gathers of narrow
 //! rows a block of rows at a time; [`prepared`] binds a call once and runs it on new
 //! buffers; [`memo`] keeps such bindings for the small geometries a kernel's ordinary
-//! calls repeat.
+//! calls repeat; [`new_output`] makes a new output's call, and runs one that ran on a
+//! kept binding again from owned tensors.
 
 mod bind;
 mod blocks;
