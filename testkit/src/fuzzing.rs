@@ -544,7 +544,8 @@ fn show(t: &Tensor) -> String {
 }
 
 /// Runs `op` on the reference interpreter and on the JIT every way a caller can: the public
-/// [`scatterjit::run`] on contiguous copies; [`scatterjit::Kernel::run`] on the views, on one thread
+/// [`scatterjit::run`] on contiguous copies, four times in a row (the last as the thread's
+/// kept call where it is small); [`scatterjit::Kernel::run`] on the views, on one thread
 /// and split over three (bit-identical); `run_into` an output laid out by `out_layout`
 /// (given the zero output tensor; its bytes are then filled with garbage); and, for
 /// scatter, in place on `data` laid out by `in_place_layout` (given data's elements). All
@@ -582,11 +583,15 @@ pub fn agree(
         }
     };
 
-    // 0. The public API, on the contiguous copies.
-    agree_with(
-        "run",
-        scatterjit::run(op, &data_t, &indices_t, updates_t.as_ref()),
-    )?;
+    // 0. The public API, on the contiguous copies; four times, so that a small call runs
+    // on its kernel memo's binding by the third and as its thread's kept call by the
+    // fourth (`scatterjit::kept_calls`).
+    for call in 0..4 {
+        agree_with(
+            &format!("run, call {call}"),
+            scatterjit::run(op, &data_t, &indices_t, updates_t.as_ref()),
+        )?;
+    }
 
     let validated = op.validate(data.meta(), indices.meta(), updates.map(|u| u.meta()));
     let validated = match (validated, &expected) {
