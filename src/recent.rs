@@ -4,6 +4,7 @@
 //! whose shapes never repeat pay a hash, not a binding. Kernels keep their views' geometries
 //! this way (`kernel::memo`), and the C ABI's kernel handles their descriptors'.
 
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How many geometries one owner keeps, and how many misses it remembers.
@@ -12,6 +13,60 @@ const KEPT: usize = 4;
 /// Calls with at least this many elements in an operand spend far more time on their work
 /// than on binding it, and are not kept.
 pub(crate) const KEPT_BELOW: usize = 1 << 16;
+
+/// The hash [`Recent::missed`] takes, of a geometry's fields: a multiply-rotate hash (as
+/// rustc's FxHash), a few instructions a word where the standard library's SipHash spent
+/// about 2,500 on a C call's four descriptors, on every call that missed. Collisions are
+/// harmless: a geometry that collides with a recent miss is bound one miss early, and kept
+/// bindings are matched field for field, never by hash.
+pub(crate) fn geometry_hash(geometry: &(impl Hash + ?Sized)) -> u64 {
+    let mut hasher = GeometryHasher(0);
+    geometry.hash(&mut hasher);
+    hasher.finish()
+}
+
+struct GeometryHasher(u64);
+
+impl GeometryHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for GeometryHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.add(u64::from_le_bytes(word.try_into().expect("8 bytes")));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.add(n.into());
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.add(n.into());
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+}
 
 /// The kept bindings of one kernel or handle.
 pub(crate) struct Recent<T> {
@@ -106,6 +161,22 @@ mod tests {
         assert!(recent.find(|&k| k == 8).is_none());
         // Its hash was forgotten when it was bound: a miss of it starts over.
         assert!(!recent.missed(7));
+    }
+
+    #[test]
+    fn geometry_hashes_tell_geometries_apart() {
+        let shapes: [&[usize]; 5] = [&[2, 3], &[3, 2], &[2, 3, 1], &[6], &[]];
+        let hashes: Vec<u64> = shapes.iter().map(geometry_hash).collect();
+        for (i, a) in hashes.iter().enumerate() {
+            assert_eq!(*a, geometry_hash(&shapes[i]));
+            assert!(
+                hashes[i + 1..].iter().all(|b| b != a),
+                "{shapes:?}: {hashes:?}"
+            );
+        }
+        // Bytes past the last whole word count too.
+        assert_ne!(geometry_hash(&[1u8; 9][..]), geometry_hash(&[1u8; 8][..]));
+        assert_ne!(geometry_hash(&(1u32, -1i64)), geometry_hash(&(1u32, 1i64)));
     }
 
     #[test]

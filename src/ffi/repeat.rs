@@ -8,11 +8,10 @@
 //! elements, out sharing memory with an input, every index. Whether the call is in place
 //! is decided as the ordinary path decides it, from where out and data start.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use scatterjit_ir::checked_numel;
+use smallvec::SmallVec;
 
 use super::{
     described_of, descriptor_of, null_data, prepare_described, reaches, run_prepared,
@@ -21,7 +20,7 @@ use super::{
 use crate::abi::MAX_DEPTH;
 use crate::cabi::{self, SjArgs, SjTensor, DEVICE_CPU};
 use crate::kernel::Prepared;
-use crate::recent::KEPT_BELOW;
+use crate::recent::{geometry_hash, KEPT_BELOW};
 use crate::tensor::row_major;
 use scatterjit_ir::{KernelKey, OpKind, Operand};
 
@@ -38,15 +37,6 @@ struct Written {
     shape: [i64; MAX_DEPTH],
     strides: [i64; MAX_DEPTH],
     byte_offset: u64,
-}
-
-impl Hash for Written {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // The entries past `ndim` are 0 in every `Written`: equal ones hash alike.
-        let rank = usize::try_from(self.ndim).map_or(0, |r| r.min(MAX_DEPTH));
-        (self.device_type, self.dtype, self.ndim, self.strided).hash(state);
-        (&self.shape[..rank], &self.strides[..rank], self.byte_offset).hash(state);
-    }
 }
 
 /// The descriptors a kernel of this kind reads, by [`slot`]: a gather's updates are
@@ -117,11 +107,17 @@ unsafe fn written(args: &SjArgs, key: &KernelKey) -> Option<[Written; 4]> {
     Some(all)
 }
 
-/// The hash of what a kept call must match.
-fn hash(written: &[Written; 4], in_place: bool) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    (written, in_place).hash(&mut hasher);
-    hasher.finish()
+/// The hash of a call's geometry as the ordinary path described it: what [`Recent`]
+/// counts misses by. Descriptors that describe alike (strides given or left NULL for
+/// row-major ones) hash alike; the copy kept is then matched field for field.
+///
+/// [`Recent`]: crate::recent::Recent
+fn hash(described: &[(Operand, Described)], in_place: bool) -> u64 {
+    let geometry = described.iter().map(|(operand, d)| {
+        let strides: &[isize] = &d.strides;
+        (*operand, d.dtype, &d.shape[..], strides, d.first, d.offset)
+    });
+    geometry_hash(&(in_place, geometry.collect::<SmallVec<[_; 4]>>()))
 }
 
 /// A kept call: the descriptors it matches and its prepared call.
@@ -238,9 +234,9 @@ pub(super) unsafe fn run(handle: &SjKernel, args: &mut SjArgs) -> Result<(), Fai
     Ok(())
 }
 
-/// After a call that took the ordinary path and succeeded: copies its descriptors and,
-/// if it is small and they were among the latest misses, prepares and keeps it. Failing to
-/// prepare only leaves it unkept.
+/// After a call that took the ordinary path and succeeded: if it is small and its
+/// geometry was among the latest misses, copies its descriptors, prepares the call and
+/// keeps it. Failing to prepare only leaves it unkept.
 ///
 /// # Safety
 /// As [`written`].
@@ -253,7 +249,7 @@ unsafe fn keep_if_repeated(
     let small = described
         .iter()
         .all(|(_, d)| checked_numel(&d.shape).is_ok_and(|n| n < KEPT_BELOW));
-    if !small {
+    if !small || !handle.repeats.missed(hash(described, in_place)) {
         return;
     }
     // SAFETY: forwarded from the caller's promise.
@@ -265,7 +261,7 @@ unsafe fn keep_if_repeated(
     let checked = described
         .iter()
         .all(|(operand, d)| copied_as_checked(&written[slot(*operand)], d));
-    if !checked || !handle.repeats.missed(hash(&written, in_place)) {
+    if !checked {
         return;
     }
     let Ok(prepared) = prepare_described(&handle.kernel, described, in_place) else {

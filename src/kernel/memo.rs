@@ -10,8 +10,6 @@
 //! it already passed; and only where the binding runs whole on the calling thread (see
 //! [`Binding::run`]), otherwise the call takes the ordinary path.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use scatterjit_ir::checked_numel;
@@ -20,7 +18,7 @@ use super::prepared::Binding;
 use super::Kernel;
 use crate::abi;
 use crate::error::Result;
-use crate::recent::{Recent, KEPT_BELOW};
+use crate::recent::{geometry_hash, Recent, KEPT_BELOW};
 use crate::tensor::{TensorView, TensorViewMut, Unbuffered};
 
 /// A kernel's kept bindings.
@@ -49,21 +47,18 @@ impl Memo {
         mut ops: Operands<'_, 'o>,
         ordinary: impl FnOnce(&mut TensorViewMut<'o>) -> Result<()>,
     ) -> Result<Option<Arc<Binding>>> {
-        if let Some((binding, done)) = self.run(kernel, &mut ops) {
-            return done.map(|()| Some(binding));
+        if let Some(done) = self.run(kernel, &mut ops) {
+            return done.map(Some);
         }
         ordinary(&mut *ops.out)?;
         self.missed(kernel, &ops);
         Ok(None)
     }
 
-    /// Runs the call on a kept binding of its geometry, or `None`, having written nothing,
-    /// where it must take the ordinary path (see [`Binding::run`]).
-    fn run(
-        &self,
-        kernel: &Kernel,
-        ops: &mut Operands<'_, '_>,
-    ) -> Option<(Arc<Binding>, Result<()>)> {
+    /// Runs the call on a kept binding of its geometry and returns that binding, or `None`,
+    /// having written nothing, where it must take the ordinary path (see
+    /// [`Binding::run`]).
+    fn run(&self, kernel: &Kernel, ops: &mut Operands<'_, '_>) -> Option<Result<Arc<Binding>>> {
         let binding = self
             .recent
             .find(|b| b.describes(ops.in_place, ops.out, ops.data, ops.indices, ops.updates))?;
@@ -74,7 +69,7 @@ impl Memo {
             ops.indices.buffer(),
             ops.updates.map(TensorView::buffer),
         )?;
-        Some((binding, done))
+        Some(done.map(|()| binding))
     }
 
     /// After a call that took the ordinary path and succeeded: binds its geometry if it is
@@ -85,15 +80,15 @@ impl Memo {
             return;
         }
         // The geometry `Binding::describes` compares.
-        let mut hasher = DefaultHasher::new();
-        ops.in_place.hash(&mut hasher);
         let out = &*ops.out;
-        (out.dtype(), out.shape(), out.strides(), out.offset()).hash(&mut hasher);
-        for view in [ops.data, Some(ops.indices), ops.updates] {
-            view.map(|v| (v.dtype(), v.shape(), v.strides(), v.offset()))
-                .hash(&mut hasher);
-        }
-        if !self.recent.missed(hasher.finish()) {
+        let inputs = [ops.data, Some(ops.indices), ops.updates]
+            .map(|view| view.map(|v| (v.dtype(), v.shape(), v.strides(), v.offset())));
+        let geometry = (
+            ops.in_place,
+            (out.dtype(), out.shape(), out.strides(), out.offset()),
+            inputs,
+        );
+        if !self.recent.missed(geometry_hash(&geometry)) {
             return;
         }
         let out = Unbuffered::of_mut(ops.out);
