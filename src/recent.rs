@@ -25,7 +25,10 @@ pub(crate) fn geometry_hash(geometry: &(impl Hash + ?Sized)) -> u64 {
     hasher.finish()
 }
 
-struct GeometryHasher(u64);
+/// The state of [`geometry_hash`]: each word rotated in and multiplied by an odd constant.
+/// Also the hasher of maps whose keys are such hashes already.
+#[derive(Default)]
+pub(crate) struct GeometryHasher(u64);
 
 impl GeometryHasher {
     fn add(&mut self, word: u64) {

@@ -1,15 +1,19 @@
-//! The free functions' kept calls. A framework calls [`crate::run`] on the same node again
-//! and again: same op, same dtypes and shapes. Each thread keeps its latest few calls that
-//! ran on a binding their kernel's memo kept (a geometry the kernel has seen repeat, see
-//! `crate::recent`), looked up by op and the tensors' dtypes and shapes, so that a call
-//! repeating one runs on that binding without validating the op again, finding its kernel
-//! in the cache, or viewing the tensors: owned tensors are row-major, so equal dtypes and
-//! shapes make equal geometries, and `Op::validate` depends on nothing else.
+//! The free functions' kept calls. A framework calls [`crate::run`] on the same nodes again
+//! and again: same op, same dtypes and shapes. Each thread keeps up to [`KEPT`] calls,
+//! each bound to its geometry on its second miss among the thread's recent misses (as
+//! `crate::recent` keeps a kernel's), looked up by op and the tensors' dtypes and shapes,
+//! so that a call repeating one runs on its binding without validating the op again,
+//! finding its kernel in the cache, or viewing the tensors: owned tensors are row-major,
+//! so equal dtypes and shapes make equal geometries, and `Op::validate` depends on nothing
+//! else. Kept per thread, across kernels: a model's nodes, which may be many of one kernel
+//! (whose own memo keeps four geometries).
 //!
 //! A kept call holds its kernel weakly: one the cache evicts is not kept alive by a thread
 //! that called it, and the call then takes the ordinary path.
 
 use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 use std::sync::{Arc, Weak};
 
@@ -17,9 +21,11 @@ use scatterjit_ir::{DType, Op, Tensor};
 
 use crate::error::Result;
 use crate::kernel::{KeptCall, Kernel};
+use crate::recent::{geometry_hash, GeometryHasher};
 
-/// How many calls each thread keeps.
-const KEPT: usize = 4;
+/// How many calls each thread keeps, and how many recent misses it remembers: a model's
+/// nodes, each its own call, across kernels. A thread that meets more starts over.
+const KEPT: usize = 256;
 
 /// One kept call: what it is looked up by, and what runs it.
 struct Kept {
@@ -30,11 +36,12 @@ struct Kept {
     call: Rc<KeptCall>,
 }
 
-/// A thread's kept calls, replaced round robin.
+/// A thread's kept calls, by the hash of what they are looked up by ([`lookup`]).
 #[derive(Default)]
 struct Calls {
-    kept: [Option<Kept>; KEPT],
-    next: usize,
+    kept: HashMap<u64, Kept, BuildHasherDefault<GeometryHasher>>,
+    /// The hashes of the calls that missed since, not kept yet.
+    missed: HashSet<u64, BuildHasherDefault<GeometryHasher>>,
     /// How many calls found one of them (for tests).
     found: u64,
 }
@@ -45,6 +52,12 @@ thread_local! {
 
 /// The tensors of a call, as its kept form compares them.
 type Tensors<'t> = [Option<&'t Tensor>; 3];
+
+/// The hash a call is kept by. Calls that collide replace each other; a kept call is
+/// matched field for field ([`Kept::describes`]).
+fn lookup(op: &Op, tensors: &Tensors<'_>) -> u64 {
+    geometry_hash(&(op, tensors.map(|t| t.map(|t| (t.dtype(), t.shape())))))
+}
 
 impl Kept {
     fn describes(&self, op: &Op, tensors: &Tensors<'_>) -> bool {
@@ -75,11 +88,10 @@ pub(super) fn run(
     let (kernel, call) = CALLS
         .try_with(|calls| {
             let mut calls = calls.borrow_mut();
-            let kept = calls
-                .kept
-                .iter()
-                .flatten()
-                .find(|k| k.describes(op, &tensors))?;
+            let kept = calls.kept.get(&lookup(op, &tensors))?;
+            if !kept.describes(op, &tensors) {
+                return None;
+            }
             let found = (kept.kernel.upgrade()?, Rc::clone(&kept.call));
             calls.found += 1;
             Some(found)
@@ -88,35 +100,51 @@ pub(super) fn run(
     kernel.run_kept(&call, data, indices, updates)
 }
 
-/// Keeps `call`, which ran `op` on these tensors with `kernel`, in place of a kept call
-/// of the same op, dtypes and shapes, or else in the next slot round robin.
-pub(super) fn keep(
+/// After a call of `op` on these tensors by `kernel` that missed and succeeded: on its
+/// second miss among the thread's recent misses, keeps what `bind` makes of it (in place
+/// of a kept call looked up alike; a thread that keeps [`KEPT`] calls forgets them all
+/// first), else remembers the miss. Calls that never repeat pay a hash, not a binding.
+pub(super) fn missed(
     op: &Op,
     data: &Tensor,
     indices: &Tensor,
     updates: Option<&Tensor>,
     kernel: &Arc<Kernel>,
-    call: KeptCall,
+    bind: impl FnOnce() -> Option<KeptCall>,
 ) {
     let tensors = [Some(data), Some(indices), updates];
+    let key = lookup(op, &tensors);
+    // A thread being torn down keeps nothing.
+    let second = CALLS.try_with(|calls| {
+        let mut calls = calls.borrow_mut();
+        let second = calls.missed.remove(&key);
+        if !second {
+            if calls.missed.len() >= KEPT {
+                calls.missed.clear();
+            }
+            calls.missed.insert(key);
+        }
+        second
+    });
+    if second != Ok(true) {
+        return;
+    }
+    // Bound outside the thread's cell: binding may compile.
+    let Some(call) = bind() else {
+        return;
+    };
     let kept = Kept {
         op: *op,
         tensors: tensors.map(|t| t.map(|t| (t.dtype(), t.shape().into()))),
         kernel: Arc::downgrade(kernel),
         call: Rc::new(call),
     };
-    // A thread being torn down keeps nothing.
     let _ = CALLS.try_with(|calls| {
         let mut calls = calls.borrow_mut();
-        let same = calls
-            .kept
-            .iter()
-            .position(|k| k.as_ref().is_some_and(|k| k.describes(op, &tensors)));
-        let slot = same.unwrap_or(calls.next);
-        if same.is_none() {
-            calls.next = (slot + 1) % KEPT;
+        if calls.kept.len() >= KEPT && !calls.kept.contains_key(&key) {
+            calls.kept.clear();
         }
-        calls.kept[slot] = Some(kept);
+        calls.kept.insert(key, kept);
     });
 }
 
@@ -125,7 +153,7 @@ pub(super) fn count() -> (usize, u64) {
     CALLS
         .try_with(|calls| {
             let calls = calls.borrow();
-            (calls.kept.iter().flatten().count(), calls.found)
+            (calls.kept.len(), calls.found)
         })
         .unwrap_or_default()
 }
@@ -202,14 +230,53 @@ mod tests {
                     true => Tensor::from_slice(&[4, 3], &[true, false, true].repeat(4)).unwrap(),
                 };
                 let indices = Tensor::from_slice(&[2], &[3i32, -4]).unwrap();
-                let before = count().0;
                 for _ in 0..8 {
                     let want = interp::run(&op, &data, &indices, None).unwrap();
                     assert_eq!(crate::run(&op, &data, &indices, None).unwrap(), want);
                 }
-                assert_eq!(count().0, before + 1);
                 assert!(run(&op, &data, &indices, None).is_some());
             }
+        });
+    }
+
+    #[test]
+    fn a_thread_keeps_the_calls_of_many_nodes() {
+        on_new_thread(|| {
+            // Forty nodes: gathers of 1 to 40 rows of one table, three calls each in turn.
+            let op = Op::Gather { axis: 0 };
+            let data = Tensor::from_slice(&[50, 3], &[2.5f32; 150]).unwrap();
+            let nodes: Vec<Tensor> = (1..=40i64)
+                .map(|n| Tensor::from_slice(&[n as usize], &(0..n).collect::<Vec<_>>()).unwrap())
+                .collect();
+            for _ in 0..3 {
+                for indices in &nodes {
+                    let want = interp::run(&op, &data, indices, None).unwrap();
+                    assert_eq!(crate::run(&op, &data, indices, None).unwrap(), want);
+                }
+            }
+            assert_eq!(count().0, nodes.len());
+            let (_, before) = count();
+            for indices in &nodes {
+                crate::run(&op, &data, indices, None).unwrap();
+            }
+            assert_eq!(count().1 - before, nodes.len() as u64);
+        });
+    }
+
+    #[test]
+    fn a_thread_that_meets_more_calls_than_it_keeps_starts_over() {
+        on_new_thread(|| {
+            let op = Op::Gather { axis: 0 };
+            let data = Tensor::from_slice(&[2, 3], &[1u8; 6]).unwrap();
+            for n in 1..=KEPT + 1 {
+                let indices = Tensor::from_slice(&[n], &vec![1i64; n]).unwrap();
+                for _ in 0..3 {
+                    let want = interp::run(&op, &data, &indices, None).unwrap();
+                    assert_eq!(crate::run(&op, &data, &indices, None).unwrap(), want);
+                }
+                assert!(count().0 <= KEPT);
+            }
+            assert_eq!(count().0, 1);
         });
     }
 
@@ -278,14 +345,11 @@ mod tests {
                 .unwrap();
             let kernel = Arc::new(Kernel::compile(validated.key).unwrap());
             let views = [&data, &indices, &updates].map(TensorView::from);
-            let call = (0..8)
-                .find_map(|_| {
-                    let out = validated.out_shape.clone();
-                    let ran = kernel.run_validated(out, &views[0], &views[1], Some(&views[2]));
-                    ran.unwrap().1
-                })
-                .expect("the kernel's memo keeps a repeated small geometry");
-            keep(&op, &data, &indices, Some(&updates), &kernel, call);
+            let out_shape = &validated.out_shape;
+            let bind = || kernel.keep_new(out_shape, &views[0], &views[1], Some(&views[2]));
+            let tensors = (&op, &data, &indices, Some(&updates));
+            missed(tensors.0, tensors.1, tensors.2, tensors.3, &kernel, || None);
+            missed(tensors.0, tensors.1, tensors.2, tensors.3, &kernel, bind);
             assert!(run(&op, &data, &indices, Some(&updates)).is_some());
             let weak = Arc::downgrade(&kernel);
             drop(kernel);

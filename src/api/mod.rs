@@ -52,16 +52,12 @@ pub fn run(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -
         return strings::run(op, data, indices, updates);
     }
     let kernel = KernelCache::global().get(&validated.key)?;
-    let views = updates.map(TensorView::from);
-    let (out, call) = kernel.run_validated(
-        validated.out_shape,
-        &data.into(),
-        &indices.into(),
-        views.as_ref(),
-    )?;
-    if let Some(call) = call {
-        kept::keep(op, data, indices, updates, &kernel, call);
-    }
+    let views = (data.into(), indices.into(), updates.map(TensorView::from));
+    let (dv, iv, uv) = &views;
+    let out = kernel.run_validated(validated.out_shape, dv, iv, uv.as_ref())?;
+    kept::missed(op, data, indices, updates, &kernel, || {
+        kernel.keep_new(out.shape(), dv, iv, uv.as_ref())
+    });
     Ok(out)
 }
 

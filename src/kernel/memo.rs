@@ -10,8 +10,6 @@
 //! it already passed; and only where the binding runs whole on the calling thread (see
 //! [`Binding::run`]), otherwise the call takes the ordinary path.
 
-use std::sync::Arc;
-
 use scatterjit_ir::checked_numel;
 
 use super::prepared::Binding;
@@ -40,43 +38,47 @@ pub(super) struct Operands<'c, 'o> {
 impl Memo {
     /// Runs the call on a kept binding of its geometry, or else `ordinary`ly (with every
     /// check and decision made now), then keeps its geometry if it succeeded (see
-    /// [`Self::missed`]). Returns the binding it ran on, if it ran on one.
+    /// [`Self::missed`]).
     pub(super) fn call<'o>(
         &self,
         kernel: &Kernel,
         mut ops: Operands<'_, 'o>,
         ordinary: impl FnOnce(&mut TensorViewMut<'o>) -> Result<()>,
-    ) -> Result<Option<Arc<Binding>>> {
+    ) -> Result<()> {
         if let Some(done) = self.run(kernel, &mut ops) {
-            return done.map(Some);
+            return done;
         }
         ordinary(&mut *ops.out)?;
         self.missed(kernel, &ops);
-        Ok(None)
+        Ok(())
     }
 
-    /// Runs the call on a kept binding of its geometry and returns that binding, or `None`,
-    /// having written nothing, where it must take the ordinary path (see
-    /// [`Binding::run`]).
-    fn run(&self, kernel: &Kernel, ops: &mut Operands<'_, '_>) -> Option<Result<Arc<Binding>>> {
+    /// Runs the call on a kept binding of its geometry, or `None`, having written nothing,
+    /// where it must take the ordinary path (see [`Binding::run`]).
+    fn run(&self, kernel: &Kernel, ops: &mut Operands<'_, '_>) -> Option<Result<()>> {
         let binding = self
             .recent
             .find(|b| b.describes(ops.in_place, ops.out, ops.data, ops.indices, ops.updates))?;
-        let done = binding.run(
+        binding.run(
             kernel,
             ops.out.buffer_mut(),
             ops.data.map(TensorView::buffer),
             ops.indices.buffer(),
             ops.updates.map(TensorView::buffer),
-        )?;
-        Some(done.map(|()| binding))
+        )
     }
 
     /// After a call that took the ordinary path and succeeded: binds its geometry if it is
     /// small and among the latest misses. Binding may compile a variant; failing to bind
     /// only leaves the geometry unkept.
     fn missed(&self, kernel: &Kernel, ops: &Operands<'_, '_>) {
-        if !is_small(kernel, ops) {
+        let shapes = [
+            Some(ops.out.shape()),
+            ops.data.map(TensorView::shape),
+            Some(ops.indices.shape()),
+            ops.updates.map(TensorView::shape),
+        ];
+        if !is_small(kernel, shapes) {
             return;
         }
         // The geometry `Binding::describes` compares.
@@ -111,15 +113,9 @@ impl Memo {
     }
 }
 
-/// Whether a call is small enough to keep: no scratch (`mean`, whose calls run on views),
-/// no operand of [`KEPT_BELOW`] elements.
-fn is_small(kernel: &Kernel, ops: &Operands<'_, '_>) -> bool {
-    let shapes = [
-        Some(ops.out.shape()),
-        ops.data.map(TensorView::shape),
-        Some(ops.indices.shape()),
-        ops.updates.map(TensorView::shape),
-    ];
+/// Whether a call of operands of these shapes is small enough to keep: no scratch
+/// (`mean`, whose calls run on views), no operand of [`KEPT_BELOW`] elements.
+pub(super) fn is_small<'s>(kernel: &Kernel, shapes: [Option<&'s [usize]>; 4]) -> bool {
     // `checked_numel`: an empty view's other dims may multiply past usize::MAX.
     abi::scratch_per_element(&kernel.plan) == 0
         && shapes

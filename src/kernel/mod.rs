@@ -327,8 +327,7 @@ impl Kernel {
         updates: Option<&TensorView<'_>>,
     ) -> Result<Tensor> {
         let out_shape = self.validate(data, indices, updates)?;
-        let (out, _) = self.run_validated(out_shape, data, indices, updates)?;
-        Ok(out)
+        self.run_validated(out_shape, data, indices, updates)
     }
 
     /// Runs the op into a caller's output view (the ONNX Runtime / OpenVINO style of
@@ -354,10 +353,9 @@ impl Kernel {
             indices,
             updates,
         };
-        let ran = self.memo.call(self, ops, |out| {
+        self.memo.call(self, ops, |out| {
             self.run_into_unbound(out, data, indices, updates)
-        });
-        ran.map(drop)
+        })
     }
 
     /// [`Self::run_into`] without the memo's bindings: every check and decision made now.

@@ -1,8 +1,6 @@
 //! Calls into a new output ([`Kernel::run`], the free functions): how the output starts,
-//! and the call that runs a repeated geometry again from owned tensors alone, on the
-//! binding the kernel's memo kept for it (the free functions' kept calls, `crate::api`).
-
-use std::sync::Arc;
+//! and the kept calls of the free functions (`crate::api`): a geometry bound once, run
+//! again from owned tensors alone.
 
 use scatterjit_ir::{checked_nbytes, DType, OpKind, Tensor};
 
@@ -11,7 +9,7 @@ use super::prepared::Binding;
 use super::Kernel;
 use crate::alloc;
 use crate::error::{Buffer, Result};
-use crate::tensor::{Place, TensorView, TensorViewMut};
+use crate::tensor::{row_major, Place, TensorView, TensorViewMut, Unbuffered};
 
 /// How a new output starts, before the kernel runs on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,11 +24,11 @@ enum Start {
     Zeroed,
 }
 
-/// A call into a new output that ran on one of its kernel's kept bindings: what running
-/// the same geometry again needs, given owned tensors of the same dtypes and shapes (whose
-/// views have the same geometry, being row-major).
+/// A call into a new output bound to its geometry ([`Kernel::keep_new`]): what running it
+/// again needs, given owned tensors of the same dtypes and shapes (whose views have the
+/// same geometry, being row-major).
 pub(crate) struct KeptCall {
-    binding: Arc<Binding>,
+    binding: Binding,
     start: Start,
     out_shape: Vec<usize>,
     out_bytes: usize,
@@ -38,16 +36,14 @@ pub(crate) struct KeptCall {
 
 impl Kernel {
     /// [`Self::run`] on operands that `Op::validate` accepted with this kernel's key and
-    /// output shape `out_shape` (the free functions validate once, to find the key). Also
-    /// returns, where the call ran on a binding the kernel kept, what running it again from
-    /// owned tensors needs ([`Self::run_kept`]).
+    /// output shape `out_shape` (the free functions validate once, to find the key).
     pub(crate) fn run_validated(
         &self,
         out_shape: Vec<usize>,
         data: &TensorView<'_>,
         indices: &TensorView<'_>,
         updates: Option<&TensorView<'_>>,
-    ) -> Result<(Tensor, Option<KeptCall>)> {
+    ) -> Result<Tensor> {
         let (op, dtype) = (self.plan.key.kind(), self.plan.key.dtype());
         let len = checked_nbytes(dtype, &out_shape)?;
         // Both caps before either allocation.
@@ -57,26 +53,16 @@ impl Kernel {
             OpKind::ScatterElements => data.dense_bytes(),
             _ => None,
         };
-        let start = self.start(copy_of_data.is_some());
-        let kept = |binding: Option<Arc<Binding>>, out_shape: &[usize]| {
-            binding.map(|binding| KeptCall {
-                binding,
-                start,
-                out_shape: out_shape.to_vec(),
-                out_bytes: len,
-            })
-        };
-        if start == Start::Unwritten {
+        if self.start(copy_of_data.is_some()) == Start::Unwritten {
             let mut bytes = alloc::unwritten(op, Buffer::Output, len)?;
             // SAFETY: the view goes to a gather's call only, whose kernels (compiled or
             // in blocks, any split) write every element before anything reads it.
             let mut view = unsafe { TensorViewMut::unwritten(bytes.place(), dtype, &out_shape) }?;
-            let binding = self.run_new(&mut view, Some(data), indices, updates)?;
+            self.run_new(&mut view, Some(data), indices, updates)?;
             // SAFETY: the call succeeded, so every byte has been written (above); a bad
             // index returned early and dropped `bytes` unread.
             let bytes = unsafe { bytes.written() };
-            let kept = kept(binding, &out_shape);
-            return Ok((Tensor::from_bytes(dtype, out_shape, bytes)?, kept));
+            return Ok(Tensor::from_bytes(dtype, out_shape, bytes)?);
         }
         let bytes = match copy_of_data {
             Some(from) => alloc::copied(op, Buffer::Output, from)?,
@@ -84,9 +70,8 @@ impl Kernel {
         };
         let mut out = Tensor::from_bytes(dtype, out_shape, bytes)?;
         let data = copy_of_data.is_none().then_some(data);
-        let binding = self.run_new(&mut TensorViewMut::from(&mut out), data, indices, updates)?;
-        let kept = kept(binding, out.shape());
-        Ok((out, kept))
+        self.run_new(&mut TensorViewMut::from(&mut out), data, indices, updates)?;
+        Ok(out)
     }
 
     /// How this kernel's new outputs start, given whether data is row-major.
@@ -100,15 +85,14 @@ impl Kernel {
 
     /// A call into a new output of [`Self::run`] (in place on it when `data` is `None`):
     /// without the check before the first write, as the output is ours; a bad index may
-    /// stop a pass midway, and the output is dropped. Returns the binding it ran on, if the
-    /// memo kept one for its geometry.
+    /// stop a pass midway, and the output is dropped.
     fn run_new(
         &self,
         out: &mut TensorViewMut<'_>,
         data: Option<&TensorView<'_>>,
         indices: &TensorView<'_>,
         updates: Option<&TensorView<'_>>,
-    ) -> Result<Option<Arc<Binding>>> {
+    ) -> Result<()> {
         let ops = memo::Operands {
             in_place: data.is_none(),
             out,
@@ -121,12 +105,58 @@ impl Kernel {
         })
     }
 
+    /// Binds a call of [`Self::run_validated`] that succeeded on these views of owned
+    /// tensors (row-major) with output shape `out_shape`, for [`Self::run_kept`]; `None`
+    /// where the kernel's memo would not keep it either (not small, `mean`), where it runs
+    /// on views alone (Gathers in blocks), or where binding fails.
+    pub(crate) fn keep_new(
+        &self,
+        out_shape: &[usize],
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Option<KeptCall> {
+        let shapes = [
+            Some(out_shape),
+            Some(data.shape()),
+            Some(indices.shape()),
+            updates.map(TensorView::shape),
+        ];
+        if !memo::is_small(self, shapes) {
+            return None;
+        }
+        let dtype = self.plan.key.dtype();
+        let start = self.start(match self.plan.key.kind() {
+            OpKind::ScatterElements => data.dense_bytes().is_some(),
+            _ => false,
+        });
+        let out = Unbuffered::new(dtype, out_shape, &row_major(out_shape), 0, true).ok()?;
+        let in_place = start == Start::CopyOfData;
+        let data = if in_place {
+            out.clone()
+        } else {
+            Unbuffered::of(data)
+        };
+        let indices = Unbuffered::of(indices);
+        let updates = updates.map(Unbuffered::of);
+        let binding = self.bind(in_place, out, data, indices, updates).ok()?;
+        if !binding.runs_on_buffers() {
+            return None;
+        }
+        Some(KeptCall {
+            binding,
+            start,
+            out_shape: out_shape.to_vec(),
+            out_bytes: checked_nbytes(dtype, out_shape).ok()?,
+        })
+    }
+
     /// Runs `kept`, a call of this kernel, again on owned tensors of the dtypes and shapes
-    /// it ran on: the output it returned then, with the same bytes, or the same error. `None`
-    /// where the call must take the ordinary path ([`Self::run_validated`]), which then
+    /// it was bound for: the output [`Self::run_validated`] returns, with the same bytes,
+    /// or the same error. `None` where the call must take the ordinary path, which then
     /// makes every decision, and reports every error, itself: where the binding declines
-    /// (see [`Binding::run`]: a grain changed since, a bad index it leaves to that path) or
-    /// the output cannot be allocated.
+    /// (see [`Binding::run`]: a grain changed since, a bad index, which its check finds
+    /// before any write) or the output cannot be allocated (the limits in force).
     pub(crate) fn run_kept(
         &self,
         kept: &KeptCall,
@@ -147,7 +177,7 @@ impl Kernel {
                     return Some(Err(e));
                 }
                 // SAFETY: the binding ran a gather's passes whole on the geometry of the
-                // call it was kept from, so every byte has been written.
+                // output it was bound for, so every byte has been written.
                 unsafe { bytes.written() }
             }
             Start::CopyOfData | Start::Zeroed => {

@@ -439,6 +439,12 @@ impl Binding {
             && self.indices.describes(indices)
     }
 
+    /// Whether it runs on buffers at all: not for `mean` and Gathers in blocks, whose calls
+    /// run on views (see `steps`).
+    pub(super) fn runs_on_buffers(&self) -> bool {
+        !self.steps.is_empty()
+    }
+
     /// Runs the bound steps on buffers of this geometry (`data` is `None` in place), or
     /// `None`, having written nothing, where the call must take the ordinary path: a buffer
     /// too short or overlapping, a call large enough to split, `mean`, a bad index (whose

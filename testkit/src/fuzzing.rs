@@ -584,8 +584,7 @@ pub fn agree(
     };
 
     // 0. The public API, on the contiguous copies; four times, so that a small call runs
-    // on its kernel memo's binding by the third and as its thread's kept call by the
-    // fourth (`scatterjit::kept_calls`).
+    // as its thread's kept call from the third (`scatterjit::kept_calls`).
     for call in 0..4 {
         agree_with(
             &format!("run, call {call}"),
