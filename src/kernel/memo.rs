@@ -115,7 +115,7 @@ impl Memo {
 
 /// Whether a call of operands of these shapes is small enough to keep: no scratch
 /// (`mean`, whose calls run on views), no operand of [`KEPT_BELOW`] elements.
-pub(super) fn is_small<'s>(kernel: &Kernel, shapes: [Option<&'s [usize]>; 4]) -> bool {
+pub(super) fn is_small(kernel: &Kernel, shapes: [Option<&[usize]>; 4]) -> bool {
     // `checked_numel`: an empty view's other dims may multiply past usize::MAX.
     abi::scratch_per_element(&kernel.plan) == 0
         && shapes
