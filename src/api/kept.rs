@@ -74,37 +74,45 @@ impl Kept {
     }
 }
 
+/// A call that did not run as a kept call: the hash it is looked up by, for [`missed`].
+pub(super) struct Miss(u64);
+
 /// Runs a call this thread kept with `op` and tensors of these dtypes and shapes, or
-/// `None` where there is none, or where the call must take the ordinary path (see
-/// [`Kernel::run_kept`]).
+/// returns a [`Miss`] where there is none, or where the call must take the ordinary path
+/// (see [`Kernel::run_kept`]).
 pub(super) fn run(
     op: &Op,
     data: &Tensor,
     indices: &Tensor,
     updates: Option<&Tensor>,
-) -> Option<Result<Tensor>> {
+) -> std::result::Result<Result<Tensor>, Miss> {
     let tensors = [Some(data), Some(indices), updates];
+    let key = lookup(op, &tensors);
     // The kernel and call leave the thread's cell before they run.
-    let (kernel, call) = CALLS
-        .try_with(|calls| {
-            let mut calls = calls.borrow_mut();
-            let kept = calls.kept.get(&lookup(op, &tensors))?;
-            if !kept.describes(op, &tensors) {
-                return None;
-            }
-            let found = (kept.kernel.upgrade()?, Rc::clone(&kept.call));
-            calls.found += 1;
-            Some(found)
-        })
-        .ok()??;
-    kernel.run_kept(&call, data, indices, updates)
+    let found = CALLS.try_with(|calls| {
+        let mut calls = calls.borrow_mut();
+        let kept = calls.kept.get(&key)?;
+        if !kept.describes(op, &tensors) {
+            return None;
+        }
+        let found = (kept.kernel.upgrade()?, Rc::clone(&kept.call));
+        calls.found += 1;
+        Some(found)
+    });
+    let Ok(Some((kernel, call))) = found else {
+        return Err(Miss(key));
+    };
+    kernel
+        .run_kept(&call, data, indices, updates)
+        .ok_or(Miss(key))
 }
 
-/// After a call of `op` on these tensors by `kernel` that missed and succeeded: on its
-/// second miss among the thread's recent misses, keeps what `bind` makes of it (in place
-/// of a kept call looked up alike; a thread that keeps [`KEPT`] calls forgets them all
-/// first), else remembers the miss. Calls that never repeat pay a hash, not a binding.
+/// After a call of `op` on these tensors by `kernel` that missed (`miss`) and succeeded:
+/// on its second miss among the thread's recent misses, keeps what `bind` makes of it (in
+/// place of a kept call looked up alike; a thread that keeps [`KEPT`] calls forgets them
+/// all first), else remembers the miss. Calls that never repeat pay a hash, not a binding.
 pub(super) fn missed(
+    Miss(key): Miss,
     op: &Op,
     data: &Tensor,
     indices: &Tensor,
@@ -113,7 +121,6 @@ pub(super) fn missed(
     bind: impl FnOnce() -> Option<KeptCall>,
 ) {
     let tensors = [Some(data), Some(indices), updates];
-    let key = lookup(op, &tensors);
     // A thread being torn down keeps nothing.
     let second = CALLS.try_with(|calls| {
         let mut calls = calls.borrow_mut();
@@ -195,12 +202,17 @@ mod tests {
         )
     }
 
+    /// Runs `op` with the free function and checks its result against the interpreter's.
+    fn runs_as_interpreted(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) {
+        let want = interp::run(op, data, indices, updates).unwrap();
+        assert_eq!(crate::run(op, data, indices, updates).unwrap(), want);
+    }
+
     /// Calls `op` until this thread keeps it (at most eight calls), checking each result
     /// against the interpreter.
     fn keep_by_calling(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) {
         for _ in 0..8 {
-            let want = interp::run(op, data, indices, updates).unwrap();
-            assert_eq!(crate::run(op, data, indices, updates).unwrap(), want);
+            runs_as_interpreted(op, data, indices, updates);
             if count().0 > 0 {
                 return;
             }
@@ -215,12 +227,8 @@ mod tests {
             keep_by_calling(&op, &data, &indices, Some(&updates));
             for seed in 2..6 {
                 let (op, data, indices, updates) = scatter_add(seed, None);
-                let want = interp::run(&op, &data, &indices, Some(&updates)).unwrap();
-                assert!(run(&op, &data, &indices, Some(&updates)).is_some());
-                assert_eq!(
-                    crate::run(&op, &data, &indices, Some(&updates)).unwrap(),
-                    want
-                );
+                assert!(run(&op, &data, &indices, Some(&updates)).is_ok());
+                runs_as_interpreted(&op, &data, &indices, Some(&updates));
             }
             // A gather of rows, and a bool gather (its output starts zeroed).
             for dtype_is_bool in [false, true] {
@@ -231,10 +239,9 @@ mod tests {
                 };
                 let indices = Tensor::from_slice(&[2], &[3i32, -4]).unwrap();
                 for _ in 0..8 {
-                    let want = interp::run(&op, &data, &indices, None).unwrap();
-                    assert_eq!(crate::run(&op, &data, &indices, None).unwrap(), want);
+                    runs_as_interpreted(&op, &data, &indices, None);
                 }
-                assert!(run(&op, &data, &indices, None).is_some());
+                assert!(run(&op, &data, &indices, None).is_ok());
             }
         });
     }
@@ -250,8 +257,7 @@ mod tests {
                 .collect();
             for _ in 0..3 {
                 for indices in &nodes {
-                    let want = interp::run(&op, &data, indices, None).unwrap();
-                    assert_eq!(crate::run(&op, &data, indices, None).unwrap(), want);
+                    runs_as_interpreted(&op, &data, indices, None);
                 }
             }
             assert_eq!(count().0, nodes.len());
@@ -271,8 +277,7 @@ mod tests {
             for n in 1..=KEPT + 1 {
                 let indices = Tensor::from_slice(&[n], &vec![1i64; n]).unwrap();
                 for _ in 0..3 {
-                    let want = interp::run(&op, &data, &indices, None).unwrap();
-                    assert_eq!(crate::run(&op, &data, &indices, None).unwrap(), want);
+                    runs_as_interpreted(&op, &data, &indices, None);
                 }
                 assert!(count().0 <= KEPT);
             }
@@ -309,11 +314,7 @@ mod tests {
             }
             // And the next good call runs as before.
             let (op, data, indices, updates) = scatter_add(4, None);
-            let want = interp::run(&op, &data, &indices, Some(&updates)).unwrap();
-            assert_eq!(
-                crate::run(&op, &data, &indices, Some(&updates)).unwrap(),
-                want
-            );
+            runs_as_interpreted(&op, &data, &indices, Some(&updates));
         });
     }
 
@@ -347,20 +348,27 @@ mod tests {
             let views = [&data, &indices, &updates].map(TensorView::from);
             let out_shape = &validated.out_shape;
             let bind = || kernel.keep_new(out_shape, &views[0], &views[1], Some(&views[2]));
-            let tensors = (&op, &data, &indices, Some(&updates));
-            missed(tensors.0, tensors.1, tensors.2, tensors.3, &kernel, || None);
-            missed(tensors.0, tensors.1, tensors.2, tensors.3, &kernel, bind);
-            assert!(run(&op, &data, &indices, Some(&updates)).is_some());
+            let miss = || match run(&op, &data, &indices, Some(&updates)) {
+                Err(miss) => miss,
+                Ok(_) => panic!("kept before it was bound"),
+            };
+            missed(
+                miss(),
+                &op,
+                &data,
+                &indices,
+                Some(&updates),
+                &kernel,
+                || None,
+            );
+            missed(miss(), &op, &data, &indices, Some(&updates), &kernel, bind);
+            assert!(run(&op, &data, &indices, Some(&updates)).is_ok());
             let weak = Arc::downgrade(&kernel);
             drop(kernel);
             assert!(weak.upgrade().is_none());
-            assert!(run(&op, &data, &indices, Some(&updates)).is_none());
+            assert!(run(&op, &data, &indices, Some(&updates)).is_err());
             // The free function takes the ordinary path.
-            let want = interp::run(&op, &data, &indices, Some(&updates)).unwrap();
-            assert_eq!(
-                crate::run(&op, &data, &indices, Some(&updates)).unwrap(),
-                want
-            );
+            runs_as_interpreted(&op, &data, &indices, Some(&updates));
         });
     }
 
@@ -387,16 +395,16 @@ mod tests {
                 },
             ];
             for other in other_ops {
-                assert!(run(&other, &data, &indices, Some(&updates)).is_none());
+                assert!(run(&other, &data, &indices, Some(&updates)).is_err());
             }
             let narrow = Tensor::from_slice(&[3, 5], &[0i32; 15]).unwrap();
-            assert!(run(&op, &data, &narrow, Some(&updates)).is_none());
+            assert!(run(&op, &data, &narrow, Some(&updates)).is_err());
             let fewer = Tensor::from_slice(&[3, 4], &[0i64; 12]).unwrap();
             let short = Tensor::from_slice(&[3, 4], &[0.5f32; 12]).unwrap();
-            assert!(run(&op, &data, &fewer, Some(&short)).is_none());
+            assert!(run(&op, &data, &fewer, Some(&short)).is_err());
             let f64_data = Tensor::from_slice(&[6, 5], &[0.5f64; 30]).unwrap();
-            assert!(run(&op, &f64_data, &indices, Some(&updates)).is_none());
-            assert!(run(&op, &data, &indices, Some(&updates)).is_some());
+            assert!(run(&op, &f64_data, &indices, Some(&updates)).is_err());
+            assert!(run(&op, &data, &indices, Some(&updates)).is_ok());
         });
     }
 }

@@ -44,19 +44,20 @@ use crate::tensor::{TensorView, TensorViewMut};
 /// # Ok::<(), scatterjit::Error>(())
 /// ```
 pub fn run(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -> Result<Tensor> {
-    if let Some(done) = kept::run(op, data, indices, updates) {
-        return done;
-    }
+    let miss = match kept::run(op, data, indices, updates) {
+        Ok(done) => return done,
+        Err(miss) => miss,
+    };
     let validated = op.validate(data.meta(), indices.meta(), updates.map(|u| u.meta()))?;
     if validated.key.dtype() == DType::String {
         return strings::run(op, data, indices, updates);
     }
     let kernel = KernelCache::global().get(&validated.key)?;
-    let views = (data.into(), indices.into(), updates.map(TensorView::from));
-    let (dv, iv, uv) = &views;
-    let out = kernel.run_validated(validated.out_shape, dv, iv, uv.as_ref())?;
-    kept::missed(op, data, indices, updates, &kernel, || {
-        kernel.keep_new(out.shape(), dv, iv, uv.as_ref())
+    let (dv, iv) = (TensorView::from(data), TensorView::from(indices));
+    let uv = updates.map(TensorView::from);
+    let out = kernel.run_validated(validated.out_shape, &dv, &iv, uv.as_ref())?;
+    kept::missed(miss, op, data, indices, updates, &kernel, || {
+        kernel.keep_new(out.shape(), &dv, &iv, uv.as_ref())
     });
     Ok(out)
 }

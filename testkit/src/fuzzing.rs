@@ -544,8 +544,8 @@ fn show(t: &Tensor) -> String {
 }
 
 /// Runs `op` on the reference interpreter and on the JIT every way a caller can: the public
-/// [`scatterjit::run`] on contiguous copies, four times in a row (the last as the thread's
-/// kept call where it is small); [`scatterjit::Kernel::run`] on the views, on one thread
+/// [`scatterjit::run`] on contiguous copies, four times in a row (the last two as the
+/// thread's kept call where it is small); [`scatterjit::Kernel::run`] on the views, on one thread
 /// and split over three (bit-identical); `run_into` an output laid out by `out_layout`
 /// (given the zero output tensor; its bytes are then filled with garbage); and, for
 /// scatter, in place on `data` laid out by `in_place_layout` (given data's elements). All
