@@ -2,7 +2,8 @@
 //! framework pays per graph node. Each case runs as a free function (owned tensors, the
 //! process-wide cache), as `Kernel::run_into` on views made once, as a prepared call
 //! (`Prepared::run_into` on byte buffers), and through the C ABI: `sj_kernel_run` on
-//! descriptors made once, and `sj_prepared_run` on the buffers of a call prepared once.
+//! descriptors made once, and `sj_prepared_run` on the buffers of a call prepared once;
+//! the scatter also as the free function `scatter_`, in place on views made once.
 //! The forms run interleaved, round after round, and each prints the median time per call
 //! over the rounds; every form's output is first checked against the free function's.
 //!
@@ -34,10 +35,10 @@ fn bytes<T: Copy, const N: usize>(values: &[T], to_le: impl Fn(T) -> [u8; N]) ->
 /// A calling form: its label, and a closure that runs one call.
 type Form = (&'static str, Box<dyn FnMut()>);
 
-/// One tiny case in its five forms.
+/// One tiny case in its forms.
 struct Case {
     name: &'static str,
-    forms: [Form; 5],
+    forms: Vec<Form>,
 }
 
 /// A row-major descriptor of a copy of `bytes`; both live for the whole run.
@@ -184,7 +185,7 @@ fn gather_rows() -> Case {
     };
     Case {
         name: "gather 8 rows of [1000, 64] f32, i64 indices",
-        forms: [
+        forms: vec![
             (
                 "free function",
                 Box::new(move || {
@@ -270,9 +271,21 @@ fn scatter_add() -> Case {
         let kernel = kernel.clone();
         move || kernel.run_into(&mut ov, &dv, &iv, Some(&uv)).unwrap()
     };
+    let in_place = {
+        // `scatter_` on views made once; each call adds into what the last one left.
+        let data_bytes: &'static mut [u8] = data_bytes.clone().leak();
+        let index_bytes: &'static [u8] = index_bytes.clone().leak();
+        let update_bytes: &'static [u8] = update_bytes.clone().leak();
+        let mut dv = TensorViewMut::new(DType::F32, &[16, 16], &[16, 1], 0, data_bytes).unwrap();
+        let iv = TensorView::contiguous(DType::I64, &[4, 16], index_bytes).unwrap();
+        let uv = TensorView::contiguous(DType::F32, &[4, 16], update_bytes).unwrap();
+        scatterjit::scatter_(&mut dv, 0, &iv, &uv, Reduction::Add, true).unwrap();
+        assert_eq!(dv.as_view().to_tensor().expect("data fits in memory"), want);
+        move || scatterjit::scatter_(&mut dv, 0, &iv, &uv, Reduction::Add, true).unwrap()
+    };
     Case {
         name: "scatter add [4, 16] into [16, 16] f32, i64 indices",
-        forms: [
+        forms: vec![
             (
                 "free function",
                 Box::new(move || {
@@ -305,6 +318,7 @@ fn scatter_add() -> Case {
             ),
             c_run,
             c_prepared,
+            ("scatter_ in place (views made once)", Box::new(in_place)),
         ],
     }
 }

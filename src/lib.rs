@@ -37,7 +37,9 @@ mod tensor;
 mod threads;
 
 pub use alloc::{limits, set_limits, with_limits, Limits};
-pub use api::{explain, gather, gather_elements, kept_calls, run, scatter_, scatter_elements};
+pub use api::{
+    explain, gather, gather_elements, kept_calls, kernel_for, run, scatter_, scatter_elements,
+};
 pub use cache::{CacheStats, KernelCache};
 pub use error::{Buffer, Error, Result};
 pub use jit::Listing;

@@ -165,7 +165,7 @@ fn run_gather<'py>(
     run_op(py, op, &data, &indices, None, out)
 }
 
-/// Validates `op` on the operands and runs it out of place with the cached kernel.
+/// Runs `op` out of place on the operands with the kernel the library finds for them.
 fn run_op<'py>(
     py: Python<'py>,
     op: Op,
@@ -175,10 +175,13 @@ fn run_op<'py>(
     out: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let updates = updates.map(|u| &u.raw);
-    let validated = op
-        .validate(data.raw.meta(), indices.raw.meta(), updates.map(Raw::meta))
-        .py_err()?;
-    let kernel = cached(&validated.key)?;
+    let kernel = scatterjit::kernel_for(
+        &op,
+        data.raw.meta(),
+        indices.raw.meta(),
+        updates.map(Raw::meta),
+    )
+    .py_err()?;
     let target = out.map_or(Target::New, Target::Into);
     run(py, &kernel, &data.raw, &indices.raw, updates, target)
 }
@@ -334,10 +337,9 @@ fn scatter_<'py>(
     let mut data = Operand::new(tensor, "tensor", Access::Write)?;
     let index = Operand::new(index, "index", Access::Read)?;
     let src = source(src, data.raw.dtype, &index.raw)?;
-    let validated = op
-        .validate(data.raw.meta(), index.raw.meta(), Some(src.raw.meta()))
-        .py_err()?;
-    let kernel = cached(&validated.key)?;
+    let kernel =
+        scatterjit::kernel_for(&op, data.raw.meta(), index.raw.meta(), Some(src.raw.meta()))
+            .py_err()?;
     scatter_in_place(py, &kernel, &mut data.raw, &index.raw, &src.raw)?;
     Ok(tensor.clone())
 }

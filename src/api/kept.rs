@@ -1,12 +1,17 @@
-//! The free functions' kept calls. A framework calls [`crate::run`] on the same nodes again
-//! and again: same op, same dtypes and shapes. Each thread keeps up to [`KEPT`] calls,
-//! each bound to its geometry on its second miss among the thread's recent misses (as
-//! `crate::recent` keeps a kernel's), looked up by op and the tensors' dtypes and shapes,
-//! so that a call repeating one runs on its binding without validating the op again,
-//! finding its kernel in the cache, or viewing the tensors: owned tensors are row-major,
-//! so equal dtypes and shapes make equal geometries, and `Op::validate` depends on nothing
-//! else. Kept per thread, across kernels: a model's nodes, which may be many of one kernel
-//! (whose own memo keeps four geometries).
+//! The free functions' kept calls. A framework calls [`crate::run`] (or
+//! [`crate::scatter_`], or asks [`crate::kernel_for`]) on the same nodes again and again:
+//! same op, same dtypes and shapes. Each thread keeps up to [`KEPT`] calls, each on its
+//! second miss among the thread's recent misses (as `crate::recent` keeps a kernel's),
+//! looked up by op and the tensors' dtypes and shapes, so that a call repeating one finds
+//! its kernel without validating the op again or asking the cache: `Op::validate` depends
+//! on nothing else. Kept per thread, across kernels: a model's nodes, which may be many of
+//! one kernel (whose own memo keeps four geometries).
+//!
+//! A call into a new output ([`crate::run`]) keeps a binding too, and a repeat runs on it
+//! without viewing the tensors: owned tensors are row-major, so equal dtypes and shapes
+//! make equal geometries. Other calls run on views, whose strides and offsets the lookup
+//! does not compare: they keep the kernel alone, whose own memo keeps the binding of each
+//! geometry.
 //!
 //! A kept call holds its kernel weakly: one the cache evicts is not kept alive by a thread
 //! that called it, and the call then takes the ordinary path.
@@ -17,7 +22,7 @@ use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 use std::sync::{Arc, Weak};
 
-use scatterjit_ir::{DType, Op, Tensor};
+use scatterjit_ir::{DType, Meta, Op, Tensor};
 
 use crate::error::Result;
 use crate::kernel::{KeptCall, Kernel};
@@ -33,7 +38,8 @@ struct Kept {
     /// Data, indices and updates (none for the gathers): dtype and shape.
     tensors: [Option<(DType, Box<[usize]>)>; 3],
     kernel: Weak<Kernel>,
-    call: Rc<KeptCall>,
+    /// The binding of a call into a new output on owned tensors, once one is kept.
+    call: Option<Rc<KeptCall>>,
 }
 
 /// A thread's kept calls, by the hash of what they are looked up by ([`lookup`]).
@@ -50,77 +56,123 @@ thread_local! {
     static CALLS: RefCell<Calls> = RefCell::default();
 }
 
-/// The tensors of a call, as its kept form compares them.
-type Tensors<'t> = [Option<&'t Tensor>; 3];
+/// The dtypes and shapes of a call's data, indices and updates (none for the gathers).
+pub(crate) type Metas<'t> = [Option<Meta<'t>>; 3];
+
+/// The metas of a call on owned tensors.
+fn metas_of<'t>(data: &'t Tensor, indices: &'t Tensor, updates: Option<&'t Tensor>) -> Metas<'t> {
+    [
+        Some(data.meta()),
+        Some(indices.meta()),
+        updates.map(Tensor::meta),
+    ]
+}
 
 /// The hash a call is kept by. Calls that collide replace each other; a kept call is
 /// matched field for field ([`Kept::describes`]).
-fn lookup(op: &Op, tensors: &Tensors<'_>) -> u64 {
-    geometry_hash(&(op, tensors.map(|t| t.map(|t| (t.dtype(), t.shape())))))
+fn lookup(op: &Op, tensors: &Metas<'_>) -> u64 {
+    geometry_hash(&(op, tensors.map(|t| t.map(|t| (t.dtype, t.shape)))))
 }
 
 impl Kept {
-    fn describes(&self, op: &Op, tensors: &Tensors<'_>) -> bool {
+    #[inline]
+    fn describes(&self, op: &Op, tensors: &Metas<'_>) -> bool {
         self.op == *op
             && self
                 .tensors
                 .iter()
                 .zip(tensors)
                 .all(|(kept, t)| match (kept, t) {
-                    (Some((dtype, shape)), Some(t)) => *dtype == t.dtype() && **shape == *t.shape(),
+                    (Some((dtype, shape)), Some(t)) => *dtype == t.dtype && **shape == *t.shape,
                     (None, None) => true,
                     _ => false,
                 })
     }
 }
 
-/// A call that did not run as a kept call: the hash it is looked up by, for [`missed`].
+/// A call that did not run as a kept call: the hash it is looked up by, for [`missed`] and
+/// [`validated`].
 pub(super) struct Miss(u64);
 
-/// Runs a call this thread kept with `op` and tensors of these dtypes and shapes, or
-/// returns a [`Miss`] where there is none, or where the call must take the ordinary path
-/// (see [`Kernel::run_kept`]).
+/// What `take` hands out of the call this thread kept with `op` and tensors of these
+/// dtypes and shapes, or a [`Miss`] where there is none or `take` declines.
+fn find<T>(
+    op: &Op,
+    tensors: &Metas<'_>,
+    take: impl FnOnce(&Kept) -> Option<T>,
+) -> std::result::Result<T, Miss> {
+    let key = lookup(op, tensors);
+    // What runs leaves the thread's cell before it runs.
+    let found = CALLS.try_with(|calls| {
+        let mut calls = calls.borrow_mut();
+        let kept = calls.kept.get(&key)?;
+        if !kept.describes(op, tensors) {
+            return None;
+        }
+        let found = take(kept)?;
+        calls.found += 1;
+        Some(found)
+    });
+    found.ok().flatten().ok_or(Miss(key))
+}
+
+/// Runs a call into a new output this thread kept with `op` and tensors of these dtypes
+/// and shapes, or returns a [`Miss`] where there is none (or it has no binding yet), or
+/// where the call must take the ordinary path (see [`Kernel::run_kept`]).
 pub(super) fn run(
     op: &Op,
     data: &Tensor,
     indices: &Tensor,
     updates: Option<&Tensor>,
 ) -> std::result::Result<Result<Tensor>, Miss> {
-    let tensors = [Some(data), Some(indices), updates];
-    let key = lookup(op, &tensors);
-    // The kernel and call leave the thread's cell before they run.
-    let found = CALLS.try_with(|calls| {
-        let mut calls = calls.borrow_mut();
-        let kept = calls.kept.get(&key)?;
-        if !kept.describes(op, &tensors) {
-            return None;
-        }
-        let found = (kept.kernel.upgrade()?, Rc::clone(&kept.call));
-        calls.found += 1;
-        Some(found)
-    });
-    let Ok(Some((kernel, call))) = found else {
-        return Err(Miss(key));
-    };
+    let tensors = metas_of(data, indices, updates);
+    let (kernel, call) = find(op, &tensors, |kept| {
+        Some((kept.kernel.upgrade()?, Rc::clone(kept.call.as_ref()?)))
+    })?;
     kernel
         .run_kept(&call, data, indices, updates)
-        .ok_or(Miss(key))
+        .ok_or_else(|| Miss(lookup(op, &tensors)))
 }
 
-/// After a call of `op` on these tensors by `kernel` that missed (`miss`) and succeeded:
-/// on its second miss among the thread's recent misses, keeps what `bind` makes of it (in
-/// place of a kept call looked up alike; a thread that keeps [`KEPT`] calls forgets them
-/// all first), else remembers the miss. Calls that never repeat pay a hash, not a binding.
+/// The kernel of a call this thread kept with `op` and operands of these dtypes and shapes
+/// (`Op::validate` accepted them with its key), or a [`Miss`].
+pub(super) fn kernel(op: &Op, tensors: &Metas<'_>) -> std::result::Result<Arc<Kernel>, Miss> {
+    find(op, tensors, |kept| kept.kernel.upgrade())
+}
+
+/// After a call into a new output of `op` on these tensors by `kernel` that missed
+/// (`miss`) and succeeded: on its second miss among the thread's recent misses, keeps it
+/// with what `bind` makes of it (in place of a kept call looked up alike; a thread that
+/// keeps [`KEPT`] calls forgets them all first), else remembers the miss. Calls that never
+/// repeat pay a hash, not a binding.
 pub(super) fn missed(
-    Miss(key): Miss,
+    miss: Miss,
     op: &Op,
-    data: &Tensor,
-    indices: &Tensor,
-    updates: Option<&Tensor>,
+    (data, indices, updates): (&Tensor, &Tensor, Option<&Tensor>),
     kernel: &Arc<Kernel>,
     bind: impl FnOnce() -> Option<KeptCall>,
 ) {
-    let tensors = [Some(data), Some(indices), updates];
+    let tensors = metas_of(data, indices, updates);
+    remember(miss, op, &tensors, kernel, || {
+        bind().map(|call| Some(Rc::new(call)))
+    });
+}
+
+/// [`missed`] for a call that `Op::validate` accepted with `kernel`'s key: keeps its kernel
+/// alone.
+pub(super) fn validated(miss: Miss, op: &Op, tensors: &Metas<'_>, kernel: &Arc<Kernel>) {
+    remember(miss, op, tensors, kernel, || Some(None));
+}
+
+/// [`missed`] and [`validated`]: keeps a call with what `bind` makes of it on its second
+/// miss.
+fn remember(
+    Miss(key): Miss,
+    op: &Op,
+    tensors: &Metas<'_>,
+    kernel: &Arc<Kernel>,
+    bind: impl FnOnce() -> Option<Option<Rc<KeptCall>>>,
+) {
     // A thread being torn down keeps nothing.
     let second = CALLS.try_with(|calls| {
         let mut calls = calls.borrow_mut();
@@ -142,9 +194,9 @@ pub(super) fn missed(
     };
     let kept = Kept {
         op: *op,
-        tensors: tensors.map(|t| t.map(|t| (t.dtype(), t.shape().into()))),
+        tensors: tensors.map(|t| t.map(|t| (t.dtype, t.shape.into()))),
         kernel: Arc::downgrade(kernel),
-        call: Rc::new(call),
+        call,
     };
     let _ = CALLS.try_with(|calls| {
         let mut calls = calls.borrow_mut();
@@ -352,16 +404,9 @@ mod tests {
                 Err(miss) => miss,
                 Ok(_) => panic!("kept before it was bound"),
             };
-            missed(
-                miss(),
-                &op,
-                &data,
-                &indices,
-                Some(&updates),
-                &kernel,
-                || None,
-            );
-            missed(miss(), &op, &data, &indices, Some(&updates), &kernel, bind);
+            let tensors = (&data, &indices, Some(&updates));
+            missed(miss(), &op, tensors, &kernel, || None);
+            missed(miss(), &op, tensors, &kernel, bind);
             assert!(run(&op, &data, &indices, Some(&updates)).is_ok());
             let weak = Arc::downgrade(&kernel);
             drop(kernel);
@@ -405,6 +450,124 @@ mod tests {
             let f64_data = Tensor::from_slice(&[6, 5], &[0.5f64; 30]).unwrap();
             assert!(run(&op, &f64_data, &indices, Some(&updates)).is_err());
             assert!(run(&op, &data, &indices, Some(&updates)).is_ok());
+        });
+    }
+
+    /// A scatter add into `[6, 5]` f32 data in place along axis 0, through `scatter_` on
+    /// views: data row-major or transposed in memory, updates `[3, 5]` from `seed`, index
+    /// `bad` at `[1, 2]` if given. Checks the result (or error, data unchanged) against
+    /// the interpreter's.
+    fn scatter_in_place(seed: u32, transposed: bool, bad: Option<i64>) -> Result<()> {
+        let (op, data, indices, updates) = scatter_add(seed, bad);
+        let want = interp::run(&op, &data, &indices, Some(&updates));
+        let mut bytes = data.bytes().to_vec();
+        let strides: [isize; 2] = match transposed {
+            false => [5, 1],
+            true => {
+                // The same values stored column by column.
+                let values = data.to_vec::<f32>().unwrap();
+                let columns = (0..30).map(|i| values[(i % 6) * 5 + i / 6]);
+                bytes = columns.flat_map(f32::to_le_bytes).collect();
+                [1, 6]
+            }
+        };
+        let mut view =
+            crate::TensorViewMut::new(DType::F32, &[6, 5], &strides, 0, &mut bytes).unwrap();
+        let got = crate::scatter_(
+            &mut view,
+            0,
+            &TensorView::from(&indices),
+            &TensorView::from(&updates),
+            Reduction::Add,
+            true,
+        );
+        let after = view.as_view().to_tensor().unwrap();
+        match (want, &got) {
+            (Ok(want), Ok(())) => assert_eq!(after, want),
+            (Err(want), Err(e)) => {
+                assert_eq!(e.as_invalid(), Some(&want));
+                assert_eq!(after, data, "nothing written");
+            }
+            (want, got) => panic!("interpreter {want:?}, scatter_ {got:?}"),
+        }
+        got
+    }
+
+    #[test]
+    fn repeated_in_place_calls_find_their_kernel_whatever_the_strides() {
+        on_new_thread(|| {
+            for seed in 1..4 {
+                scatter_in_place(seed, false, None).unwrap();
+            }
+            assert_eq!(count().0, 1);
+            let (_, before) = count();
+            // Found by dtypes and shapes: strides the first calls did not have, too.
+            for seed in 4..8 {
+                scatter_in_place(seed, seed % 2 == 0, None).unwrap();
+            }
+            assert_eq!(count(), (1, before + 4));
+        });
+    }
+
+    #[test]
+    fn a_bad_index_in_a_kept_in_place_call_is_the_ordinary_paths_error() {
+        on_new_thread(|| {
+            for seed in 1..4 {
+                scatter_in_place(seed, false, None).unwrap();
+            }
+            let (_, before) = count();
+            for bad in [6, -7, i64::MAX, i64::MIN] {
+                let e = scatter_in_place(3, true, Some(bad)).unwrap_err();
+                assert!(e.to_string().contains(&bad.to_string()), "{e}");
+            }
+            assert_eq!(count().1, before + 4);
+            scatter_in_place(5, false, None).unwrap();
+        });
+    }
+
+    #[test]
+    fn kernels_are_those_of_the_cache_and_bad_operands_are_never_kept() {
+        on_new_thread(|| {
+            let (op, data, indices, updates) = scatter_add(1, None);
+            let metas = (data.meta(), indices.meta(), Some(updates.meta()));
+            let key = op.validate(metas.0, metas.1, metas.2).unwrap().key;
+            let cached = crate::KernelCache::global().get(&key).unwrap();
+            for _ in 0..4 {
+                let kernel = crate::kernel_for(&op, metas.0, metas.1, metas.2).unwrap();
+                assert!(Arc::ptr_eq(&kernel, &cached));
+            }
+            assert_eq!(count(), (1, 2));
+            // Operands the op refuses: the same error on every call, nothing kept.
+            let short = Tensor::from_slice(&[3, 4], &[0.5f32; 12]).unwrap();
+            let want = op
+                .validate(data.meta(), indices.meta(), Some(short.meta()))
+                .unwrap_err();
+            for _ in 0..4 {
+                let e = crate::kernel_for(&op, data.meta(), indices.meta(), Some(short.meta()));
+                assert_eq!(e.unwrap_err().as_invalid(), Some(&want));
+            }
+            assert_eq!(count(), (1, 2));
+        });
+    }
+
+    #[test]
+    fn a_kept_kernel_gains_a_binding_once_new_outputs_repeat() {
+        on_new_thread(|| {
+            let (op, data, indices, updates) = scatter_add(1, None);
+            let metas = (data.meta(), indices.meta(), Some(updates.meta()));
+            for _ in 0..2 {
+                crate::kernel_for(&op, metas.0, metas.1, metas.2).unwrap();
+            }
+            // Kept without a binding: a call into a new output misses until it binds one.
+            assert!(run(&op, &data, &indices, Some(&updates)).is_err());
+            keep_by_calling(&op, &data, &indices, Some(&updates));
+            for _ in 0..3 {
+                runs_as_interpreted(&op, &data, &indices, Some(&updates));
+            }
+            assert!(run(&op, &data, &indices, Some(&updates)).is_ok());
+            assert!(crate::kernel_for(&op, metas.0, metas.1, metas.2).is_ok());
+            assert!(kernel(&op, &[Some(metas.0), Some(metas.1), metas.2]).is_ok());
+            assert_eq!(count().0, 1);
         });
     }
 }

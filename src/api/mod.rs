@@ -1,11 +1,12 @@
 //! The public entry points: out-of-place ops on owned tensors, PyTorch's in-place
-//! `scatter_`, and `explain`.
+//! `scatter_`, the kernel for an op's operands, and `explain`.
 
 mod kept;
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
-use scatterjit_ir::{DType, KernelKey, Op, Plan, Reduction, Tensor};
+use scatterjit_ir::{DType, KernelKey, Meta, Op, Plan, Reduction, Tensor};
 
 use crate::cache::KernelCache;
 use crate::error::Result;
@@ -56,7 +57,7 @@ pub fn run(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -
     let (dv, iv) = (TensorView::from(data), TensorView::from(indices));
     let uv = updates.map(TensorView::from);
     let out = kernel.run_validated(validated.out_shape, &dv, &iv, uv.as_ref())?;
-    kept::missed(miss, op, data, indices, updates, &kernel, || {
+    kept::missed(miss, op, (data, indices, updates), &kernel, || {
         kernel.keep_new(out.shape(), &dv, &iv, uv.as_ref())
     });
     Ok(out)
@@ -157,10 +158,45 @@ pub fn scatter_(
         reduction: reduce,
         use_init_val: include_self,
     };
-    let validated = op.validate(data.meta(), index.meta(), Some(src.meta()))?;
-    KernelCache::global()
-        .get(&validated.key)?
+    kernel_for(&op, data.meta(), index.meta(), Some(src.meta()))?
         .scatter_in_place_validated(data, index, src)
+}
+
+/// The kernel that runs `op` on operands of these dtypes and shapes (`updates` for
+/// ScatterElements alone), from the process-wide cache: what validating the op on them
+/// ([`Op::validate`]) and then asking [`KernelCache::global`] for the key gives, or the
+/// error either gives. A thread finds the kernels of the calls it repeats (op, dtypes and
+/// shapes) without validating or asking again; [`scatter_`] and the Python package find
+/// their kernels so.
+///
+/// ```
+/// use scatterjit::{ir::Meta, DType, Op, Tensor, TensorView};
+/// let data = Tensor::from_slice(&[3, 2], &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+/// let indices = Tensor::from_slice(&[2], &[2i64, -3])?;
+/// let op = Op::Gather { axis: 0 };
+/// let kernel = scatterjit::kernel_for(&op, data.meta(), indices.meta(), None)?;
+/// let out = kernel.run(&TensorView::from(&data), &TensorView::from(&indices), None)?;
+/// assert_eq!(out.to_vec::<f32>()?, [5.0, 6.0, 1.0, 2.0]);
+/// // Operands the op does not take are its error.
+/// let bad = Meta::new(DType::F32, &[2]);
+/// assert!(scatterjit::kernel_for(&op, data.meta(), bad, None).is_err());
+/// # Ok::<(), scatterjit::Error>(())
+/// ```
+pub fn kernel_for(
+    op: &Op,
+    data: Meta<'_>,
+    indices: Meta<'_>,
+    updates: Option<Meta<'_>>,
+) -> Result<Arc<Kernel>> {
+    let tensors = [Some(data), Some(indices), updates];
+    let miss = match kept::kernel(op, &tensors) {
+        Ok(kernel) => return Ok(kernel),
+        Err(miss) => miss,
+    };
+    let validated = op.validate(data, indices, updates)?;
+    let kernel = KernelCache::global().get(&validated.key)?;
+    kept::validated(miss, op, &tensors, &kernel);
+    Ok(kernel)
 }
 
 /// Describes how `key` is compiled: the op IR's loop nests, then for every pass and each

@@ -428,6 +428,7 @@ fn element_offsets(
 // The differential target: JIT against the interpreter
 
 /// A buffer and the geometry of one strided view of it.
+#[derive(Clone)]
 pub struct Strided {
     /// The buffer.
     pub bytes: Vec<u8>,
@@ -548,7 +549,8 @@ fn show(t: &Tensor) -> String {
 /// thread's kept call where it is small); [`scatterjit::Kernel::run`] on the views, on one thread
 /// and split over three (bit-identical); `run_into` an output laid out by `out_layout`
 /// (given the zero output tensor; its bytes are then filled with garbage); and, for
-/// scatter, in place on `data` laid out by `in_place_layout` (given data's elements). All
+/// scatter, in place on `data` laid out by `in_place_layout` (given data's elements), by
+/// the kernel and by the free function `scatter_` three times in a row. All
 /// must agree with the interpreter on the result (NaN as a class) or on the same error, and
 /// a call that fails must leave its output bytes unchanged. `Err` describes the first
 /// disagreement.
@@ -661,27 +663,50 @@ pub fn agree(
     }
     agree_with("run_into", result)?;
 
-    // 3. In place (PyTorch scatter_).
-    if let Some(updates) = updates {
-        let mut copy = in_place_layout(&data_t);
-        let before = copy.bytes.clone();
-        let result = {
-            let mut view = TensorViewMut::new(
-                key.dtype(),
-                data.shape(),
-                &copy.strides,
-                copy.offset,
-                &mut copy.bytes,
-            )
-            .map_err(|e| format!("{key}: in-place layout: {e}"))?;
-            kernel
-                .scatter_in_place(&mut view, indices, updates)
+    // 3. In place (PyTorch scatter_): the kernel's call, then the free function three
+    // times, on fresh copies of one layout (the third finds its kernel kept, see
+    // `scatterjit::kept_calls`).
+    if let (
+        Some(updates),
+        &Op::ScatterElements {
+            axis,
+            reduction,
+            use_init_val,
+        },
+    ) = (updates, op)
+    {
+        let layout = in_place_layout(&data_t);
+        for call in 0..4 {
+            let mut copy = layout.clone();
+            let result = {
+                let mut view = TensorViewMut::new(
+                    key.dtype(),
+                    data.shape(),
+                    &copy.strides,
+                    copy.offset,
+                    &mut copy.bytes,
+                )
+                .map_err(|e| format!("{key}: in-place layout: {e}"))?;
+                match call {
+                    0 => kernel.scatter_in_place(&mut view, indices, updates),
+                    _ => scatterjit::scatter_(
+                        &mut view,
+                        axis,
+                        indices,
+                        updates,
+                        reduction,
+                        use_init_val,
+                    ),
+                }
                 .and_then(|()| Ok(view.as_view().to_tensor()?))
-        };
-        if result.is_err() && copy.bytes != before {
-            return Err(format!("scatter_in_place: {key} failed but changed data"));
+            };
+            if result.is_err() && copy.bytes != layout.bytes {
+                return Err(format!(
+                    "in place, call {call}: {key} failed but changed data"
+                ));
+            }
+            agree_with(&format!("in place, call {call}"), result)?;
         }
-        agree_with("scatter_in_place", result)?;
     }
     Ok(())
 }
