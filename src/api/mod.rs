@@ -63,9 +63,9 @@ pub fn run(op: &Op, data: &Tensor, indices: &Tensor, updates: Option<&Tensor>) -
     Ok(out)
 }
 
-/// How many calls of [`run`] (and the functions that call it) this thread keeps, and how
-/// many of its calls have run as one of them (or found one that then declined); for tests
-/// (see `api::kept`).
+/// How many calls of [`run`] and [`kernel_for`] (and the functions that call them) this
+/// thread keeps, and how many of its calls have found one of them (including calls of
+/// `run` whose binding then declined); for tests (see `api::kept`).
 #[doc(hidden)]
 pub fn kept_calls() -> (usize, u64) {
     kept::count()
