@@ -131,7 +131,9 @@ pub fn gather(data: &Tensor, indices: &Tensor, axis: i64) -> Result<Tensor> {
 /// updates `data` in place. `src` may be larger than `index` (only the part `index` covers
 /// is read) or a broadcast scalar (a view with all strides zero, see [`TensorView::new`]).
 /// Unlike PyTorch, negative indices are accepted and count from the back. Every index is
-/// checked before the first write: on error `data` is unchanged. Views hold no strings, so
+/// checked before the first write: on error `data` is unchanged. A call that repeats one of
+/// its thread's recent calls (same dtypes and shapes) finds its kernel without validating
+/// the op again ([`kernel_for`]); results and errors are the same. Views hold no strings, so
 /// string tensors take [`scatter_elements`] instead (here they are an
 /// [`UnsupportedDType`](scatterjit_ir::Error::UnsupportedDType) error).
 ///

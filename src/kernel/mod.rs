@@ -337,8 +337,9 @@ impl Kernel {
     /// A small call whose geometry (dtype, shape, strides and offset of every view) repeats
     /// one of the kernel's recent calls runs on a binding kept from then, as a
     /// [`Prepared`] call does: no validation, loop order or parameter block is worked out
-    /// again. Results and errors are the same either way; this holds for [`Kernel::run`],
-    /// [`Kernel::scatter_in_place`] and the free functions too.
+    /// again. The same holds for [`Kernel::scatter_in_place`], for [`Kernel::run`] (which
+    /// still validates the op: that gives its output's shape) and for the free functions.
+    /// Results and errors are the same either way.
     pub fn run_into(
         &self,
         out: &mut TensorViewMut<'_>,
