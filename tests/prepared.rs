@@ -423,6 +423,7 @@ fn check_free_repeated(case: &Case) -> Result<(), String> {
                 },
             ) = (&updates, &op)
             {
+                // Views hold no strings.
                 if case.dtype == DType::String {
                     continue;
                 }
@@ -454,17 +455,19 @@ fn check_free_repeated(case: &Case) -> Result<(), String> {
         let on_views = mean || case.kind == scatterjit::ir::OpKind::Gather;
         // Scatters also run `scatter_` six times, which finds its kernel kept from the
         // third call on, whatever its size.
-        let in_place_kept = match updates.is_some() && all_ok && case.dtype != DType::String {
-            true => 4,
-            false => 0,
+        let in_place_kept = if updates.is_some() && all_ok && case.dtype != DType::String {
+            4
+        } else {
+            0
         };
         // Counted per thread: only the pool of one runs every call on the thread asked here
         // (the pool of three may run each on another of its threads).
         let (_, found_after) = pool.install(scatterjit::kept_calls);
         let found = found_after.wrapping_sub(found_before);
-        let kept_new = match small && !on_views && all_ok && case.dtype != DType::String {
-            true => 4,
-            false => 0,
+        let kept_new = if small && !on_views && all_ok && case.dtype != DType::String {
+            4
+        } else {
+            0
         };
         if *threads == 1 && found < kept_new + in_place_kept {
             return Err(format!(

@@ -57,7 +57,7 @@ thread_local! {
 }
 
 /// The dtypes and shapes of a call's data, indices and updates (none for the gathers).
-pub(crate) type Metas<'t> = [Option<Meta<'t>>; 3];
+pub(super) type Metas<'t> = [Option<Meta<'t>>; 3];
 
 /// The metas of a call on owned tensors.
 fn metas_of<'t>(data: &'t Tensor, indices: &'t Tensor, updates: Option<&'t Tensor>) -> Metas<'t> {
@@ -94,14 +94,14 @@ impl Kept {
 /// [`validated`].
 pub(super) struct Miss(u64);
 
-/// What `take` hands out of the call this thread kept with `op` and tensors of these
-/// dtypes and shapes, or a [`Miss`] where there is none or `take` declines.
+/// What `take` hands out of the call this thread kept under `key` with `op` and tensors of
+/// these dtypes and shapes, if there is one and `take` does not decline.
 fn find<T>(
+    key: u64,
     op: &Op,
     tensors: &Metas<'_>,
     take: impl FnOnce(&Kept) -> Option<T>,
-) -> std::result::Result<T, Miss> {
-    let key = lookup(op, tensors);
+) -> Option<T> {
     // What runs leaves the thread's cell before it runs.
     let found = CALLS.try_with(|calls| {
         let mut calls = calls.borrow_mut();
@@ -113,7 +113,7 @@ fn find<T>(
         calls.found += 1;
         Some(found)
     });
-    found.ok().flatten().ok_or(Miss(key))
+    found.ok().flatten()
 }
 
 /// Runs a call into a new output this thread kept with `op` and tensors of these dtypes
@@ -126,54 +126,58 @@ pub(super) fn run(
     updates: Option<&Tensor>,
 ) -> std::result::Result<Result<Tensor>, Miss> {
     let tensors = metas_of(data, indices, updates);
-    let (kernel, call) = find(op, &tensors, |kept| {
+    let key = lookup(op, &tensors);
+    let found = find(key, op, &tensors, |kept| {
         Some((kept.kernel.upgrade()?, Rc::clone(kept.call.as_ref()?)))
-    })?;
+    });
+    let Some((kernel, call)) = found else {
+        return Err(Miss(key));
+    };
     kernel
         .run_kept(&call, data, indices, updates)
-        .ok_or_else(|| Miss(lookup(op, &tensors)))
+        .ok_or(Miss(key))
 }
 
 /// The kernel of a call this thread kept with `op` and operands of these dtypes and shapes
 /// (`Op::validate` accepted them with its key), or a [`Miss`].
 pub(super) fn kernel(op: &Op, tensors: &Metas<'_>) -> std::result::Result<Arc<Kernel>, Miss> {
-    find(op, tensors, |kept| kept.kernel.upgrade())
+    let key = lookup(op, tensors);
+    find(key, op, tensors, |kept| kept.kernel.upgrade()).ok_or(Miss(key))
 }
 
-/// After a call into a new output of `op` on these tensors by `kernel` that missed
-/// (`miss`) and succeeded: on its second miss among the thread's recent misses, keeps it
-/// with what `bind` makes of it (in place of a kept call looked up alike; a thread that
-/// keeps [`KEPT`] calls forgets them all first), else remembers the miss. Calls that never
-/// repeat pay a hash, not a binding.
+/// After a call into a new output of `op` on these tensors by `kernel` that missed and
+/// succeeded: on its second miss among the thread's recent misses, keeps it with what
+/// `bind` makes of it, else remembers the miss. Calls that never repeat pay a hash, not a
+/// binding.
 pub(super) fn missed(
-    miss: Miss,
+    Miss(key): Miss,
     op: &Op,
     (data, indices, updates): (&Tensor, &Tensor, Option<&Tensor>),
     kernel: &Arc<Kernel>,
     bind: impl FnOnce() -> Option<KeptCall>,
 ) {
+    if !second_miss(key) {
+        return;
+    }
+    // Bound outside the thread's cell: binding may compile.
+    let Some(call) = bind() else {
+        return;
+    };
     let tensors = metas_of(data, indices, updates);
-    remember(miss, op, &tensors, kernel, || {
-        bind().map(|call| Some(Rc::new(call)))
-    });
+    keep(key, op, &tensors, kernel, Some(Rc::new(call)));
 }
 
 /// [`missed`] for a call that `Op::validate` accepted with `kernel`'s key: keeps its kernel
 /// alone.
-pub(super) fn validated(miss: Miss, op: &Op, tensors: &Metas<'_>, kernel: &Arc<Kernel>) {
-    remember(miss, op, tensors, kernel, || Some(None));
+pub(super) fn validated(Miss(key): Miss, op: &Op, tensors: &Metas<'_>, kernel: &Arc<Kernel>) {
+    if second_miss(key) {
+        keep(key, op, tensors, kernel, None);
+    }
 }
 
-/// [`missed`] and [`validated`]: keeps a call with what `bind` makes of it on its second
-/// miss.
-fn remember(
-    Miss(key): Miss,
-    op: &Op,
-    tensors: &Metas<'_>,
-    kernel: &Arc<Kernel>,
-    bind: impl FnOnce() -> Option<Option<Rc<KeptCall>>>,
-) {
-    // A thread being torn down keeps nothing.
+/// Whether the call looked up by `key` missed before among the thread's recent misses
+/// (which then forget it), else remembers its miss. A thread being torn down says no.
+fn second_miss(key: u64) -> bool {
     let second = CALLS.try_with(|calls| {
         let mut calls = calls.borrow_mut();
         let second = calls.missed.remove(&key);
@@ -185,13 +189,12 @@ fn remember(
         }
         second
     });
-    if second != Ok(true) {
-        return;
-    }
-    // Bound outside the thread's cell: binding may compile.
-    let Some(call) = bind() else {
-        return;
-    };
+    second == Ok(true)
+}
+
+/// Keeps a call under `key`, in place of a kept call looked up alike; a thread that keeps
+/// [`KEPT`] calls forgets them all first.
+fn keep(key: u64, op: &Op, tensors: &Metas<'_>, kernel: &Arc<Kernel>, call: Option<Rc<KeptCall>>) {
     let kept = Kept {
         op: *op,
         tensors: tensors.map(|t| t.map(|t| (t.dtype, t.shape.into()))),
