@@ -65,7 +65,34 @@ pub struct Case {
     /// Indices equal across each slice (every position with one axis coordinate), the
     /// materialized form of an expanded index.
     pub uniform_slices: bool,
+    /// Which in-range indices may be negative.
+    pub signs: Signs,
     pub seed: u64,
+}
+
+/// Which of a case's in-range indices (row-major) may be negative: compiled loops check
+/// indices that are never negative with one compare and leave for a branch-free copy of
+/// the loop at the first negative one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Signs {
+    /// Any: drawn from `[-s, s)` (about half negative).
+    Any,
+    /// None: drawn from `[0, s)`.
+    NonNegative,
+    /// None before position `p`, the one at `p` negative, any after it.
+    NegativeFrom(usize),
+}
+
+impl Signs {
+    /// One of the three, picked by a case's seed (its high bits, which the named cases'
+    /// small seeds leave at zero: [`Signs::Any`]).
+    fn of_seed(seed: u64) -> Signs {
+        match (seed >> 32) % 3 {
+            0 => Signs::Any,
+            1 => Signs::NonNegative,
+            _ => Signs::NegativeFrom((seed >> 40) as usize % 64),
+        }
+    }
 }
 
 /// Every dtype with bytes of its own (all but strings).
@@ -201,14 +228,15 @@ impl Case {
         let n: usize = self.index_shape.iter().product();
         let (lo, hi) = index_range(self.index_dtype);
         let mut idx = Vec::with_capacity(n * self.index_dtype.size());
-        for _ in 0..n {
-            // In range: [-s, s) for signed types, [0, s) for unsigned.
-            let low = if self.index_dtype.is_signed_integer() {
-                -s
-            } else {
-                0
+        for p in 0..n {
+            // In range: [-s, s) for signed types, [0, s) for unsigned, and as `signs` says.
+            let (low, high) = match (self.index_dtype.is_signed_integer(), self.signs) {
+                (false, _) | (true, Signs::NonNegative) => (0, s),
+                (true, Signs::NegativeFrom(from)) if p < from => (0, s),
+                (true, Signs::NegativeFrom(from)) if p == from => (-s, 0),
+                (true, _) => (-s, s),
             };
-            let span = (s - low) as u64;
+            let span = (high - low) as u64;
             let v = if span == 0 {
                 0
             } else {
@@ -596,6 +624,7 @@ fn case_of(
                     layouts,
                     bad,
                     uniform_slices: seed % 5 == 0,
+                    signs: Signs::of_seed(seed),
                     seed,
                 }
             },
@@ -654,6 +683,7 @@ pub fn wide_gather_case() -> impl Strategy<Value = Case> {
                     layouts: [l0, l1, Layout::Contiguous],
                     bad,
                     uniform_slices: false,
+                    signs: Signs::of_seed(seed),
                     seed,
                 }
             },
@@ -721,6 +751,7 @@ pub fn picked_lines_case() -> impl Strategy<Value = Case> {
                     layouts: [layouts.0, layouts.1, layouts.2],
                     bad,
                     uniform_slices: false,
+                    signs: Signs::of_seed(seed),
                     seed,
                 }
             },
@@ -813,6 +844,7 @@ fn engine_case_of(
                     // At the start of a slice, where an expanded view reads it.
                     bad: bad.map(|(e, kind)| (e * inner, kind)),
                     uniform_slices: true,
+                    signs: Signs::of_seed(seed),
                     seed,
                 }
             },
@@ -922,6 +954,7 @@ fn whole_rows_case(
                     layouts: [dl, il, ul],
                     bad,
                     uniform_slices: seed % 2 == 0,
+                    signs: Signs::of_seed(seed),
                     seed,
                 }
             },
@@ -1008,6 +1041,7 @@ fn named(
         layouts: [Layout::Contiguous; 3],
         bad,
         uniform_slices: false,
+        signs: Signs::Any,
         seed: 7,
     }
 }
@@ -1316,6 +1350,48 @@ fn integer_reductions_into_partial_outputs_check_as_they_read() {
                             use_init_val,
                             bad,
                         );
+                        assert_agrees(&case, format_args!("{case:?}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Rows whose indices are non-negative up to a first negative one at every position of a
+/// 4-element unrolled iteration and past it (the check's one compare, then the loop's
+/// branch-free copy from that element on), in row-major and padded layouts (the
+/// contiguous and the strided loops), with a bad index before and after the switch and
+/// none: each element is combined once (an integer sum would show a repeat) and the first
+/// bad index is the error.
+#[test]
+fn rows_that_turn_negative_anywhere_agree_with_interpreter() {
+    let row = 13;
+    for index_dtype in [DType::I64, DType::I32, DType::I8] {
+        for (kind, dtype, reduction) in [
+            (OpKind::ScatterElements, DType::I64, Reduction::Add),
+            (OpKind::ScatterElements, DType::F32, Reduction::None),
+            (OpKind::GatherElements, DType::F32, Reduction::None),
+        ] {
+            for from in 0..=row {
+                for bad in [None, Some((1, BadIndex::Size)), Some((11, BadIndex::Size))] {
+                    for layout in [Layout::Contiguous, Layout::Padded] {
+                        let mut case = named(
+                            kind,
+                            dtype,
+                            index_dtype,
+                            &[2, 5],
+                            &[2, row],
+                            1,
+                            reduction,
+                            true,
+                            bad,
+                        );
+                        if kind == OpKind::GatherElements {
+                            case.data_shape = vec![2, row];
+                        }
+                        case.layouts = [layout; 3];
+                        case.signs = Signs::NegativeFrom(from);
                         assert_agrees(&case, format_args!("{case:?}"));
                     }
                 }

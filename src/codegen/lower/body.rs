@@ -83,6 +83,21 @@ impl Lowering<'_, '_> {
             return wide;
         }
         let bound = self.bound.expect("a nest that reads an index has a bound");
+        if let Some(resume) = self.resume {
+            let (next, negative) = (self.b.create_block(), self.b.create_block());
+            self.b.set_cold_block(negative);
+            let in_bounds = self.b.ins().icmp(IntCC::UnsignedLessThan, wide, bound);
+            self.b.ins().brif(in_bounds, next, &[], negative, &[]);
+            self.enter(negative);
+            let position = match resume.offset {
+                0 => resume.counter,
+                offset => self.b.ins().iadd_imm_s(resume.counter, offset),
+            };
+            self.b.def_var(resume.position, position);
+            self.b.ins().jump(resume.block, &[]);
+            self.enter(next);
+            return wide;
+        }
         let k = self.normalize_index(wide, bound);
         let in_bounds = self.b.ins().icmp(IntCC::UnsignedLessThan, k, bound);
         let next = self.b.create_block();

@@ -8,7 +8,7 @@ use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::Variable;
 use scatterjit_ir::{Combine, DType, DTypeClass, PassKind, Source};
 
-use super::Lowering;
+use super::{Lowering, Resume};
 use crate::abi::{Variant, CACHE_LINE};
 use crate::codegen::combine::{self, data_flags, raw_type};
 use crate::codegen::half;
@@ -295,7 +295,12 @@ impl Lowering<'_, '_> {
             // somewhere in the row and the caller asks the check for the first one, so
             // their counter is set once per iteration.
             let exact = self.nest.pass == PassKind::Check;
-            rest = self.for_range(zero, dim, unroll, |s, i| {
+            // A negative index leaves for the remainder loop below, which takes it from
+            // that element on (see `Resume`).
+            let from = self.b.declare_var(types::I64);
+            let tail = self.b.create_block();
+            let out_of_line = self.checks_out_of_line();
+            let unrolled_end = self.for_range(zero, dim, unroll, |s, i| {
                 s.b.def_var(counter, i);
                 let at = s.at_element(ptrs, i);
                 for u in 0..unroll {
@@ -310,9 +315,20 @@ impl Lowering<'_, '_> {
                             _ => at[a],
                         })
                         .collect();
+                    s.resume = out_of_line.then_some(Resume {
+                        block: tail,
+                        position: from,
+                        counter: i,
+                        offset: u,
+                    });
                     s.body(&at_u);
+                    s.resume = None;
                 }
             });
+            self.b.def_var(from, unrolled_end);
+            self.b.ins().jump(tail, &[]);
+            self.enter(tail);
+            rest = self.b.use_var(from);
         }
         self.for_range(rest, dim, 1, |s, i| {
             s.b.def_var(counter, i);
