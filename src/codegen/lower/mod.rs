@@ -147,9 +147,9 @@ struct Lowering<'a, 'b> {
 /// end. Indices that are never negative pay no normalization (a histogram of 8M i64
 /// indices, 11 instructions an element to 7: 1.2-1.5x faster), and rows that mix signs at
 /// random pay no mispredicted branch per element (2.5x slower than branch-free, measured
-/// with one out of line everywhere), only the remainder's one element an iteration (about
-/// 10% slower). The `Strided` loop keeps its branch-free checks: a copy of it added a
-/// quarter to the instructions of every kernel's eager compile.
+/// with one out of line everywhere), only the remainder's one element an iteration (16%
+/// more instructions there). The `Strided` loop keeps its branch-free checks: a copy of it
+/// added a quarter to the instructions of every kernel's eager compile.
 #[derive(Clone, Copy)]
 struct Resume {
     /// The remainder loop's entry.
