@@ -1,6 +1,7 @@
 //! Per-call overhead on tiny tensors, where the work itself is tens of nanoseconds: what a
 //! framework pays per graph node. Each case runs as a free function (owned tensors, the
-//! process-wide cache), as `Kernel::run_into` on views made once, as a prepared call
+//! process-wide cache), as `Kernel::run_into` and `Kernel::run` (a new output) on views
+//! made once, as a prepared call
 //! (`Prepared::run_into` on byte buffers), and through the C ABI: `sj_kernel_run` on
 //! descriptors made once, and `sj_prepared_run` on the buffers of a call prepared once;
 //! the scatter also as the free function `scatter_`, in place on views made once.
@@ -183,6 +184,17 @@ fn gather_rows() -> Case {
         let kernel = kernel.clone();
         move || kernel.run_into(&mut ov, &dv, &iv, None).unwrap()
     };
+    let run = {
+        let data_bytes: &'static [u8] = data_bytes.clone().leak();
+        let index_bytes: &'static [u8] = index_bytes.clone().leak();
+        let dv = TensorView::contiguous(DType::F32, &[1000, 64], data_bytes).unwrap();
+        let iv = TensorView::contiguous(DType::I64, &[8], index_bytes).unwrap();
+        assert_eq!(kernel.run(&dv, &iv, None).unwrap(), want);
+        let kernel = kernel.clone();
+        move || {
+            black_box(kernel.run(&dv, &iv, None).unwrap());
+        }
+    };
     Case {
         name: "gather 8 rows of [1000, 64] f32, i64 indices",
         forms: vec![
@@ -193,6 +205,7 @@ fn gather_rows() -> Case {
                 }),
             ),
             ("Kernel::run_into (views made once)", Box::new(run_into)),
+            ("Kernel::run (views made once)", Box::new(run)),
             (
                 "Prepared::run_into",
                 Box::new(move || {
@@ -271,6 +284,19 @@ fn scatter_add() -> Case {
         let kernel = kernel.clone();
         move || kernel.run_into(&mut ov, &dv, &iv, Some(&uv)).unwrap()
     };
+    let run = {
+        let data_bytes: &'static [u8] = data_bytes.clone().leak();
+        let index_bytes: &'static [u8] = index_bytes.clone().leak();
+        let update_bytes: &'static [u8] = update_bytes.clone().leak();
+        let dv = TensorView::contiguous(DType::F32, &[16, 16], data_bytes).unwrap();
+        let iv = TensorView::contiguous(DType::I64, &[4, 16], index_bytes).unwrap();
+        let uv = TensorView::contiguous(DType::F32, &[4, 16], update_bytes).unwrap();
+        assert_eq!(kernel.run(&dv, &iv, Some(&uv)).unwrap(), want);
+        let kernel = kernel.clone();
+        move || {
+            black_box(kernel.run(&dv, &iv, Some(&uv)).unwrap());
+        }
+    };
     let in_place = {
         // `scatter_` on views made once; each call adds into what the last one left.
         let data_bytes: &'static mut [u8] = data_bytes.clone().leak();
@@ -303,6 +329,7 @@ fn scatter_add() -> Case {
                 }),
             ),
             ("Kernel::run_into (views made once)", Box::new(run_into)),
+            ("Kernel::run (views made once)", Box::new(run)),
             (
                 "Prepared::run_into",
                 Box::new(move || {

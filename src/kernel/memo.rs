@@ -10,6 +10,8 @@
 //! it already passed; and only where the binding runs whole on the calling thread (see
 //! [`Binding::run`]), otherwise the call takes the ordinary path.
 
+use std::sync::Arc;
+
 use scatterjit_ir::checked_numel;
 
 use super::prepared::Binding;
@@ -66,6 +68,19 @@ impl Memo {
             ops.indices.buffer(),
             ops.updates.map(TensorView::buffer),
         )
+    }
+
+    /// The binding kept for a call of [`Kernel::run`] on views of these geometries (see
+    /// [`Binding::describes_new`]), if any.
+    pub(super) fn find_new(
+        &self,
+        in_place: bool,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Option<Arc<Binding>> {
+        self.recent
+            .find(|b| b.describes_new(in_place, data, indices, updates))
     }
 
     /// After a call that took the ordinary path and succeeded: binds its geometry if it is

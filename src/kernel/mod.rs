@@ -326,6 +326,9 @@ impl Kernel {
         indices: &TensorView<'_>,
         updates: Option<&TensorView<'_>>,
     ) -> Result<Tensor> {
+        if let Some(done) = self.run_kept_views(data, indices, updates) {
+            return done;
+        }
         let out_shape = self.validate(data, indices, updates)?;
         self.run_validated(out_shape, data, indices, updates)
     }
@@ -337,9 +340,9 @@ impl Kernel {
     /// A small call whose geometry (dtype, shape, strides and offset of every view) repeats
     /// one of the kernel's recent calls runs on a binding kept from then, as a
     /// [`Prepared`] call does: no validation, loop order or parameter block is worked out
-    /// again. The same holds for [`Kernel::scatter_in_place`], for [`Kernel::run`] (which
-    /// still validates the op: that gives its output's shape) and for the free functions.
-    /// Results and errors are the same either way.
+    /// again. The same holds for [`Kernel::scatter_in_place`], for [`Kernel::run`] (whose
+    /// new output the binding of its inputs' geometries shapes) and for the free
+    /// functions. Results and errors are the same either way.
     pub fn run_into(
         &self,
         out: &mut TensorViewMut<'_>,

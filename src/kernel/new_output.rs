@@ -164,15 +164,52 @@ impl Kernel {
         indices: &Tensor,
         updates: Option<&Tensor>,
     ) -> Option<Result<Tensor>> {
-        let (op, dtype) = (self.plan.key.kind(), self.plan.key.dtype());
-        let data = data.bytes();
-        let run = |out: Place<'_>, data: Option<&[u8]>| {
-            let updates = updates.map(Tensor::bytes);
-            kept.binding.run(self, out, data, indices.bytes(), updates)
+        let buffers = (data.bytes(), indices.bytes(), updates.map(Tensor::bytes));
+        let out = (&kept.out_shape[..], kept.out_bytes);
+        self.run_bound(&kept.binding, kept.start, out, buffers)
+    }
+
+    /// [`Self::run`] on a binding the memo kept of a call on views of these geometries,
+    /// without validating the op again (see [`Binding::describes_new`]); `None`, as
+    /// [`Self::run_kept`], where the call must take the ordinary path, or where the memo
+    /// keeps no such binding.
+    pub(super) fn run_kept_views(
+        &self,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> Option<Result<Tensor>> {
+        let copy_of_data = match self.plan.key.kind() {
+            OpKind::ScatterElements => data.dense_bytes(),
+            _ => None,
         };
-        let bytes = match kept.start {
+        let start = self.start(copy_of_data.is_some());
+        let in_place = start == Start::CopyOfData;
+        let binding = self.memo.find_new(in_place, data, indices, updates)?;
+        let out_shape = binding.out_shape();
+        let out_bytes = checked_nbytes(self.plan.key.dtype(), out_shape).ok()?;
+        // In place, the binding reads data as the output's copy of it.
+        let data = copy_of_data.unwrap_or_else(|| data.buffer());
+        let buffers = (data, indices.buffer(), updates.map(TensorView::buffer));
+        self.run_bound(&binding, start, (out_shape, out_bytes), buffers)
+    }
+
+    /// A new output of `shape` and `bytes`, started as `start` says, with `binding` run on
+    /// it; `data` is what a copy of data copies or else what the binding reads. `None`
+    /// where the binding declines or the output cannot be allocated.
+    fn run_bound(
+        &self,
+        binding: &Binding,
+        start: Start,
+        (shape, len): (&[usize], usize),
+        (data, indices, updates): (&[u8], &[u8], Option<&[u8]>),
+    ) -> Option<Result<Tensor>> {
+        let (op, dtype) = (self.plan.key.kind(), self.plan.key.dtype());
+        let run =
+            |out: Place<'_>, data: Option<&[u8]>| binding.run(self, out, data, indices, updates);
+        let bytes = match start {
             Start::Unwritten => {
-                let mut bytes = alloc::unwritten(op, Buffer::Output, kept.out_bytes).ok()?;
+                let mut bytes = alloc::unwritten(op, Buffer::Output, len).ok()?;
                 if let Err(e) = run(bytes.place(), Some(data))? {
                     return Some(Err(e));
                 }
@@ -181,12 +218,9 @@ impl Kernel {
                 unsafe { bytes.written() }
             }
             Start::CopyOfData | Start::Zeroed => {
-                let (mut bytes, data) = match kept.start {
+                let (mut bytes, data) = match start {
                     Start::CopyOfData => (alloc::copied(op, Buffer::Output, data).ok()?, None),
-                    _ => (
-                        alloc::zeroed(op, Buffer::Output, kept.out_bytes).ok()?,
-                        Some(data),
-                    ),
+                    _ => (alloc::zeroed(op, Buffer::Output, len).ok()?, Some(data)),
                 };
                 if let Err(e) = run(Place::from(&mut bytes[..]), data)? {
                     return Some(Err(e));
@@ -194,6 +228,6 @@ impl Kernel {
                 bytes
             }
         };
-        Some(Tensor::from_bytes(dtype, kept.out_shape.clone(), bytes).map_err(Into::into))
+        Some(Tensor::from_bytes(dtype, shape.to_vec(), bytes).map_err(Into::into))
     }
 }

@@ -427,16 +427,52 @@ impl Binding {
         indices: &TensorView<'_>,
         updates: Option<&TensorView<'_>>,
     ) -> bool {
+        self.in_place == in_place
+            && self.out.describes_mut(out)
+            && data.is_none_or(|d| self.data.describes(d))
+            && self.describes_index_and_updates(indices, updates)
+    }
+
+    /// Whether this binding runs a call of [`Kernel::run`] on views of these geometries:
+    /// into a new output (row-major from its buffer's start) or, `in_place`, on such an
+    /// output holding a copy of `data`, which must then be row-major. Every view it
+    /// matches has the dtype and shape of a call that passed validation when it was
+    /// bound, so the op's checks would pass again.
+    pub(super) fn describes_new(
+        &self,
+        in_place: bool,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> bool {
+        let data_matches = if in_place {
+            data.dtype() == self.out.dtype() && data.shape() == self.out.shape()
+        } else {
+            self.data.describes(data)
+        };
+        self.in_place == in_place
+            && self.out.is_fresh()
+            && data_matches
+            && self.describes_index_and_updates(indices, updates)
+    }
+
+    /// Whether the indices' and updates' views have this binding's geometries.
+    fn describes_index_and_updates(
+        &self,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) -> bool {
         let updates_match = match (updates, &self.updates) {
             (Some(view), Some(g)) => g.describes(view),
             (None, None) => true,
             _ => false,
         };
-        self.in_place == in_place
-            && updates_match
-            && self.out.describes_mut(out)
-            && data.is_none_or(|d| self.data.describes(d))
-            && self.indices.describes(indices)
+        updates_match && self.indices.describes(indices)
+    }
+
+    /// The shape of its output.
+    pub(super) fn out_shape(&self) -> &[usize] {
+        self.out.shape()
     }
 
     /// Whether it runs on buffers at all: not for `mean` and Gathers in blocks, whose calls

@@ -56,8 +56,17 @@ impl Unbuffered {
         Unbuffered { layout, needed }
     }
 
+    pub(crate) fn dtype(&self) -> DType {
+        self.layout.dtype
+    }
+
     pub(crate) fn shape(&self) -> &[usize] {
         &self.layout.shape
+    }
+
+    /// Whether it is the geometry of a new output: row-major from the buffer's start.
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.layout.offset == 0 && self.layout.dense_range().is_some()
     }
 
     /// Byte offset of position 0 from the buffer's start.
