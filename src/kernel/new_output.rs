@@ -231,3 +231,115 @@ impl Kernel {
         Some(Tensor::from_bytes(dtype, shape.to_vec(), bytes).map_err(Into::into))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use scatterjit_ir::{interp, KernelKey, Op, Reduction};
+
+    use super::*;
+    use crate::tensor::TensorView;
+
+    const ADD: Op = Op::ScatterElements {
+        axis: 0,
+        reduction: Reduction::Add,
+        use_init_val: true,
+    };
+
+    /// f32 values from `seed`, `n` of them.
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7 + seed) % 23) as f32 * 0.25)
+            .collect()
+    }
+
+    /// Little-endian bytes of `values`, after `pad` zero elements.
+    fn f32_bytes(pad: usize, values: &[f32]) -> Vec<u8> {
+        let mut bytes = vec![0u8; pad * 4];
+        bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+        bytes
+    }
+
+    /// `Kernel::run` on the views, checked against the interpreter on their tensors.
+    fn runs_as_interpreted(
+        kernel: &Kernel,
+        op: &Op,
+        data: &TensorView<'_>,
+        indices: &TensorView<'_>,
+        updates: Option<&TensorView<'_>>,
+    ) {
+        let tensors = [Some(data), Some(indices), updates].map(|v| v.map(|v| v.to_tensor()));
+        let [data_t, indices_t, updates_t] = tensors.map(|t| t.transpose().unwrap());
+        let want = interp::run(
+            op,
+            &data_t.unwrap(),
+            &indices_t.unwrap(),
+            updates_t.as_ref(),
+        );
+        let got = kernel.run(data, indices, updates);
+        assert_eq!(got.map_err(|e| e.as_invalid().cloned()), want.map_err(Some));
+    }
+
+    #[test]
+    fn a_kept_binding_runs_new_data_of_its_shape_wherever_it_lies() {
+        let key = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Add, true);
+        let kernel = Kernel::compile(key.unwrap()).unwrap();
+        let picks: Vec<i64> = (0..15).map(|i| (i * 5) % 6 - 3).collect();
+        let index_bytes: Vec<u8> = picks.iter().flat_map(|i| i.to_le_bytes()).collect();
+        let indices = TensorView::contiguous(DType::I64, &[3, 5], &index_bytes).unwrap();
+        let update_bytes = f32_bytes(0, &values(15, 1));
+        let updates = TensorView::contiguous(DType::F32, &[3, 5], &update_bytes).unwrap();
+        // Bound from row-major data at offset 0: the output starts as data's copy.
+        let first = f32_bytes(0, &values(30, 2));
+        let data = TensorView::contiguous(DType::F32, &[6, 5], &first).unwrap();
+        for _ in 0..2 {
+            runs_as_interpreted(&kernel, &ADD, &data, &indices, Some(&updates));
+        }
+        assert_eq!(kernel.kept_bindings(), 1);
+        // Row-major data of the same shape at an offset, then transposed data (no copy:
+        // the output starts zeroed, a geometry of its own).
+        let shifted = f32_bytes(3, &values(30, 5));
+        let data = TensorView::new(DType::F32, &[6, 5], &[5, 1], 3, &shifted).unwrap();
+        runs_as_interpreted(&kernel, &ADD, &data, &indices, Some(&updates));
+        let data = TensorView::new(DType::F32, &[6, 5], &[1, 6], 0, &shifted).unwrap();
+        runs_as_interpreted(&kernel, &ADD, &data, &indices, Some(&updates));
+        // A data view of another shape or dtype is not the binding's: the op's checks
+        // name it.
+        let data = TensorView::contiguous(DType::F32, &[5, 5], &first[..100]).unwrap();
+        runs_as_interpreted(&kernel, &ADD, &data, &indices, Some(&updates));
+        let data = TensorView::contiguous(DType::I32, &[6, 5], &first).unwrap();
+        assert!(kernel.run(&data, &indices, Some(&updates)).is_err());
+    }
+
+    #[test]
+    fn a_bad_index_or_a_limit_on_a_kept_binding_is_the_ordinary_paths_error() {
+        let key = KernelKey::gather(DType::F32, DType::I64, 2, 1, 0).unwrap();
+        let kernel = Kernel::compile(key).unwrap();
+        let table = f32_bytes(0, &values(40, 3));
+        let data = TensorView::contiguous(DType::F32, &[10, 4], &table).unwrap();
+        let good: Vec<u8> = [3i64, -1, 0].iter().flat_map(|i| i.to_le_bytes()).collect();
+        let indices = TensorView::contiguous(DType::I64, &[3], &good).unwrap();
+        let op = Op::Gather { axis: 0 };
+        for _ in 0..2 {
+            runs_as_interpreted(&kernel, &op, &data, &indices, None);
+        }
+        assert_eq!(kernel.kept_bindings(), 1);
+        for bad in [10i64, -11, i64::MIN] {
+            let picks: Vec<u8> = [3i64, bad, 0]
+                .iter()
+                .flat_map(|i| i.to_le_bytes())
+                .collect();
+            let indices = TensorView::contiguous(DType::I64, &[3], &picks).unwrap();
+            runs_as_interpreted(&kernel, &op, &data, &indices, None);
+        }
+        let small = crate::Limits {
+            max_output_bytes: 16,
+            ..crate::limits()
+        };
+        let e = crate::with_limits(small, || kernel.run(&data, &indices, None)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "gather: the output needs 48 bytes, over the limit of 16 bytes"
+        );
+        runs_as_interpreted(&kernel, &op, &data, &indices, None);
+    }
+}
