@@ -545,16 +545,20 @@ mod tests {
             const { std::cell::Cell::new(Vectors::Avx512) };
     }
 
+    /// A xorshift generator of test values from `seed` (not zero).
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
     #[test]
     fn every_build_of_the_scans_agrees() {
         // Random values in [-350, 350) against s = 300: some out of range at either end.
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let s = 300usize;
         let values: Vec<i64> = (0..3 * BLOCK + 17)
             .map(|_| (next() % 700) as i64 - 350)
@@ -606,13 +610,7 @@ mod tests {
 
     #[test]
     fn every_build_of_the_i64_compact_agrees_at_any_length_and_value() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for (width, s) in [(1, 200usize), (1, 256), (2, 300), (2, 65536)] {
             let si = s as i64;
             let bad_values = [
