@@ -398,8 +398,7 @@ unsafe fn compact_i64_avx2<const W: usize>(
     const STEP: usize = 16;
     debug_assert!(W <= 2 && to.len() >= from.len() / 8 * W);
     let mut masks = [_mm256_setzero_si256(); 4];
-    for (j, mask) in masks.iter_mut().enumerate() {
-        let bytes = shuffle_mask(W, j);
+    for (mask, bytes) in masks.iter_mut().zip(const { &shuffle_masks(W) }) {
         // SAFETY: 32 bytes read from an array of 32.
         *mask = unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) };
     }
@@ -452,21 +451,26 @@ unsafe fn compact_i64_avx2<const W: usize>(
     flags | if bad { 1 << 63 } else { 0 }
 }
 
-/// The byte shuffle of [`compact_i64_avx2`] for vector `j` of a step: in each 128-bit
-/// lane (whose two 64-bit indices are, in the upper lane, the vector's third and fourth),
-/// the low `w` bytes of both indices go to `w`-byte slots `2j` and `2j + 1`, and every
-/// other byte is zeroed (-1 selects zero).
+/// The byte shuffles of [`compact_i64_avx2`], one per vector `j` of a step: in each
+/// 128-bit lane (whose two 64-bit indices are, in the upper lane, the vector's third and
+/// fourth), the low `w` bytes of both indices go to `w`-byte slots `2j` and `2j + 1`, and
+/// every other byte is zeroed (-1 selects zero).
 #[cfg(target_arch = "x86_64")]
-fn shuffle_mask(w: usize, j: usize) -> [i8; 32] {
-    let mut mask = [-1i8; 32];
-    for lane in [0, 16] {
-        for index in 0..2 {
-            for byte in 0..w {
-                mask[lane + (2 * j + index) * w + byte] = (8 * index + byte) as i8;
-            }
-        }
+const fn shuffle_masks(w: usize) -> [[i8; 32]; 4] {
+    let mut masks = [[-1i8; 32]; 4];
+    if w > 2 {
+        // Four slots of w bytes would not fit a lane; `compact_as` never calls the scan
+        // with them, but compiles it for every width.
+        return masks;
     }
-    mask
+    let mut at = 0;
+    // Every (vector, lane, index, byte), as `at`'s digits; `for` is not allowed in const fn.
+    while at < 4 * 2 * 2 * w {
+        let (j, lane, index, byte) = (at / (4 * w), at / (2 * w) % 2, at / w % 2, at % w);
+        masks[j][16 * lane + (2 * j + index) * w + byte] = (8 * index + byte) as i8;
+        at += 1;
+    }
+    masks
 }
 
 /// The vector instructions a scan may use, narrowest first.

@@ -49,10 +49,7 @@ impl Kernel {
         // Both caps before either allocation.
         alloc::check(op, Buffer::Output, len as u128)?;
         self.check_scratch(&out_shape)?;
-        let copy_of_data = match op {
-            OpKind::ScatterElements => data.dense_bytes(),
-            _ => None,
-        };
+        let copy_of_data = self.copy_of_data(data);
         if self.start(copy_of_data.is_some()) == Start::Unwritten {
             let mut bytes = alloc::unwritten(op, Buffer::Output, len)?;
             // SAFETY: the view goes to a gather's call only, whose kernels (compiled or
@@ -72,6 +69,14 @@ impl Kernel {
         let data = copy_of_data.is_none().then_some(data);
         self.run_new(&mut TensorViewMut::from(&mut out), data, indices, updates)?;
         Ok(out)
+    }
+
+    /// The bytes a scatter's new output starts as: data's, where data is row-major.
+    fn copy_of_data<'v>(&self, data: &'v TensorView<'_>) -> Option<&'v [u8]> {
+        match self.plan.key.kind() {
+            OpKind::ScatterElements => data.dense_bytes(),
+            _ => None,
+        }
     }
 
     /// How this kernel's new outputs start, given whether data is row-major.
@@ -126,10 +131,7 @@ impl Kernel {
             return None;
         }
         let dtype = self.plan.key.dtype();
-        let start = self.start(match self.plan.key.kind() {
-            OpKind::ScatterElements => data.dense_bytes().is_some(),
-            _ => false,
-        });
+        let start = self.start(self.copy_of_data(data).is_some());
         let out = Unbuffered::new(dtype, out_shape, &row_major(out_shape), 0, true).ok()?;
         let in_place = start == Start::CopyOfData;
         let data = if in_place {
@@ -179,10 +181,7 @@ impl Kernel {
         indices: &TensorView<'_>,
         updates: Option<&TensorView<'_>>,
     ) -> Option<Result<Tensor>> {
-        let copy_of_data = match self.plan.key.kind() {
-            OpKind::ScatterElements => data.dense_bytes(),
-            _ => None,
-        };
+        let copy_of_data = self.copy_of_data(data);
         let start = self.start(copy_of_data.is_some());
         let in_place = start == Start::CopyOfData;
         let binding = self.memo.find_new(in_place, data, indices, updates)?;
@@ -237,7 +236,6 @@ mod tests {
     use scatterjit_ir::{interp, KernelKey, Op, Reduction};
 
     use super::*;
-    use crate::tensor::TensorView;
 
     const ADD: Op = Op::ScatterElements {
         axis: 0,
