@@ -3,10 +3,9 @@
 //! kernel's JIT code must be freed (counted by `scatterjit::live_code`, process-wide, which
 //! is why this is a test binary of its own).
 //!
-//! The bounded version runs in `cargo test`; the long one is
-//! `SOAK_CALLS=1000000 cargo test --release --test soak -- --ignored --nocapture`.
+//! `cargo test` runs 20,000 calls; `SOAK_CALLS` sets how many, so the long soak is
+//! `SOAK_CALLS=1000000 cargo test --release --test soak -- --nocapture`.
 
-use std::sync::Mutex;
 use std::time::Instant;
 
 use scatterjit::ir::interp;
@@ -79,14 +78,10 @@ fn resident() -> u64 {
     kb * 1024
 }
 
-/// One soak at a time: the JIT counters are process-wide.
-static SOAK: Mutex<()> = Mutex::new(());
-
 /// `calls` calls on keys drawn uniformly from `distinct`, through a cache of `capacity`
 /// (so nearly every call compiles and evicts). Memory is measured once the cache is full
 /// and has turned over (after a tenth of the calls) and at the end.
 fn soak(calls: usize, distinct: usize, capacity: usize) {
-    let _one = SOAK.lock().unwrap_or_else(|e| e.into_inner());
     let keys = keys(distinct);
     let start = Instant::now();
     let before = live_code();
@@ -137,16 +132,9 @@ fn soak(calls: usize, distinct: usize, capacity: usize) {
 
 #[test]
 fn eviction_keeps_memory_flat() {
-    soak(20_000, 2_000, 64);
-}
-
-/// The long soak (`SOAK_CALLS`, default a million calls); see the module's doc.
-#[test]
-#[ignore]
-fn eviction_soak_long() {
-    let calls = std::env::var("SOAK_CALLS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1_000_000);
+    let calls = match std::env::var("SOAK_CALLS") {
+        Ok(n) => n.parse().expect("SOAK_CALLS is a count of calls"),
+        Err(_) => 20_000,
+    };
     soak(calls, 2_000, 64);
 }
