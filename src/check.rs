@@ -105,13 +105,16 @@ pub(crate) fn first_bad(dtype: DType, bytes: &[u8], s: usize) -> Option<usize> {
             let ahead = bytes.len() >= PREFETCH_FROM;
             let block_bad = |block: &[u8]| {
                 if s <= FAST_UP_TO {
-                    let scan = || {
-                        block.chunks(PIECE).fold(0u64, |acc, piece| {
-                            if ahead {
-                                ask_ahead_of(piece);
-                            }
-                            piece.chunks_exact(SIZE).fold(acc, |acc, e| acc | flags(e))
-                        })
+                    let fold = |acc, piece: &[u8]| {
+                        piece.chunks_exact(SIZE).fold(acc, |acc, e| acc | flags(e))
+                    };
+                    // A scan without requests keeps the block one loop.
+                    let scan = || match ahead {
+                        true => block.chunks(PIECE).fold(0u64, |acc, piece| {
+                            ask_ahead_of(piece);
+                            fold(acc, piece)
+                        }),
+                        false => fold(0u64, block),
                     };
                     widest(scan) >> 63 != 0
                 } else {
