@@ -403,7 +403,8 @@ fn compact_as<const W: usize>(dtype: DType, bytes: &[u8], s: usize, out: &mut [u
                     }
                     #[cfg(target_arch = "x86_64")]
                     Vectors::Avx2 if SIZE == 4 && signed && W <= 2 => {
-                        // SAFETY: as above, with W bytes per 4 of `from`.
+                        // SAFETY: as above, with W bytes per 4 of `from`; `s - 1` fits W
+                        // bytes (`compact_into`'s contract), so `s` is at most 2^16.
                         unsafe { compact_i32_avx2::<W>(from, to, s, ahead, scan) }
                     }
                     _ => widest(|| scan(from, to)),
@@ -513,7 +514,7 @@ unsafe fn compact_i64_avx2<const W: usize>(
 }
 
 /// [`compact_as`]'s scan of a block of i32 indices into 1 or 2 bytes each, 32 indices a
-/// step with AVX2 (LLVM's vectorization of the scalar loop: 3.4 instructions an index into
+/// step with AVX2 (LLVM's vectorization of the scalar loop: 3.2 instructions an index into
 /// u8, callgrind), as [`compact_i64_avx2`] scans i64: `tail` takes the last `len % 32`, the
 /// flags are the scan's, and with `ahead` each step asks for the lines
 /// [`PREFETCH_AHEAD`] bytes past it.
