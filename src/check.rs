@@ -39,6 +39,16 @@ fn ask_ahead_of(piece: &[u8]) {
     }
 }
 
+/// Bytes an AVX2 compact reads a step: two lines.
+const STEP_BYTES: usize = 2 * LINE;
+
+/// Asks for the lines [`PREFETCH_AHEAD`] bytes past an AVX2 compact's step at `at`.
+#[inline(always)]
+fn ask_ahead_of_step(at: *const u8) {
+    prefetch(at, PREFETCH_AHEAD);
+    prefetch(at, PREFETCH_AHEAD + LINE);
+}
+
 /// Asks the CPU to bring the cache line `ahead` bytes past `at` (a pointer into an index
 /// buffer, which may lie past its end) into the first-level cache.
 #[inline(always)]
@@ -462,18 +472,17 @@ unsafe fn compact_i64_avx2<const W: usize>(
     let limit = _mm256_set1_epi64x(2 * s as i64);
     // All ones while every biased index is below 2s; the sign bit of any negative one.
     let (mut below, mut negative) = (_mm256_set1_epi64x(-1), _mm256_setzero_si256());
-    let steps = from.len() / (8 * STEP);
+    const { assert!(8 * STEP == STEP_BYTES) };
+    let steps = from.len() / STEP_BYTES;
     for i in 0..steps {
         if ahead {
-            // A step reads two lines.
-            let at = from.as_ptr().wrapping_add(i * 128);
-            prefetch(at, PREFETCH_AHEAD);
-            prefetch(at, PREFETCH_AHEAD + LINE);
+            ask_ahead_of_step(from.as_ptr().wrapping_add(i * STEP_BYTES));
         }
         let mut packed = _mm256_setzero_si256();
         for (j, mask) in masks.iter().enumerate() {
-            // SAFETY: step i's 128 bytes lie inside `from` (i < steps).
-            let k = unsafe { _mm256_loadu_si256(from.as_ptr().add(i * 128 + 32 * j).cast()) };
+            // SAFETY: step i's STEP_BYTES lie inside `from` (i < steps).
+            let k =
+                unsafe { _mm256_loadu_si256(from.as_ptr().add(i * STEP_BYTES + 32 * j).cast()) };
             // k + s lies in [0, 2s) exactly when k lies in [-s, s) (a sum that wraps is
             // negative), and is k's normalized value where k is negative.
             let biased = _mm256_add_epi64(k, bias);
@@ -538,18 +547,17 @@ unsafe fn compact_i32_avx2<const W: usize>(
     let limit = _mm256_set1_epi32(2 * s as i32);
     // As in `compact_i64_avx2`, on 32-bit lanes.
     let (mut below, mut negative) = (_mm256_set1_epi32(-1), _mm256_setzero_si256());
-    let steps = from.len() / (4 * STEP);
+    const { assert!(4 * STEP == STEP_BYTES) };
+    let steps = from.len() / STEP_BYTES;
     for i in 0..steps {
         if ahead {
-            // A step reads two lines.
-            let at = from.as_ptr().wrapping_add(i * 128);
-            prefetch(at, PREFETCH_AHEAD);
-            prefetch(at, PREFETCH_AHEAD + LINE);
+            ask_ahead_of_step(from.as_ptr().wrapping_add(i * STEP_BYTES));
         }
         let mut chosen = [_mm256_setzero_si256(); 4];
         for (j, lanes) in chosen.iter_mut().enumerate() {
-            // SAFETY: step i's 128 bytes lie inside `from` (i < steps).
-            let k = unsafe { _mm256_loadu_si256(from.as_ptr().add(i * 128 + 32 * j).cast()) };
+            // SAFETY: step i's STEP_BYTES lie inside `from` (i < steps).
+            let k =
+                unsafe { _mm256_loadu_si256(from.as_ptr().add(i * STEP_BYTES + 32 * j).cast()) };
             let biased = _mm256_add_epi32(k, bias);
             below = _mm256_and_si256(below, _mm256_cmpgt_epi32(limit, biased));
             negative = _mm256_or_si256(negative, biased);
