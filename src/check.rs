@@ -40,9 +40,11 @@ fn ask_ahead_of(piece: &[u8]) {
 }
 
 /// Bytes an AVX2 compact reads a step: two lines.
+#[cfg(target_arch = "x86_64")]
 const STEP_BYTES: usize = 2 * LINE;
 
 /// Asks for the lines [`PREFETCH_AHEAD`] bytes past an AVX2 compact's step at `at`.
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn ask_ahead_of_step(at: *const u8) {
     prefetch(at, PREFETCH_AHEAD);
@@ -402,6 +404,8 @@ fn compact_as<const W: usize>(dtype: DType, bytes: &[u8], s: usize, out: &mut [u
                 }
                 flags
             };
+            // Only the AVX2 compacts ask for lines ahead.
+            #[cfg(target_arch = "x86_64")]
             let ahead = bytes.len() >= PREFETCH_FROM;
             let block_ok = |(from, to): (&[u8], &mut [u8])| {
                 let flags = match vectors() {
