@@ -30,8 +30,8 @@ pub enum Variant {
     /// exactly one element if its coordinates use that loop and by none otherwise. Rows
     /// are addressed as `base + (i << log2(size))`, an index constant along the row is
     /// read and checked once per row, and whole-row combines use 16-byte vectors or
-    /// `memcpy`.
-    Contiguous,
+    /// `memcpy`. Element-wise picks are addressed as [`Picks`] says.
+    Contiguous(Picks),
     /// [`Variant::Contiguous`], except that the accesses in the set stay put along the
     /// innermost loop (stride 0) although their coordinates use it: a broadcast view, such
     /// as PyTorch Geometric's `index.view(-1, 1).expand_as(src)`. A still index is read
@@ -44,7 +44,7 @@ pub enum Variant {
     /// the picks hit the cache where each line's first pick would otherwise wait for
     /// memory. Picked where [`ParamLayout::reads_ahead`] finds such a line worth reading
     /// for the call's shapes and strides.
-    Touched,
+    Touched(Picks),
     /// [`Variant::Contiguous`], for a pass that copies whole rows an index picks into a
     /// destination it writes in order (Gather's rows): each row is copied by the host's
     /// streaming helper, with non-temporal stores that write the destination's lines
@@ -52,6 +52,20 @@ pub enum Variant {
     /// the tensor they come from. Picked where [`ParamLayout::streams`] finds the rows and
     /// the destination long enough (`jit::STREAM_FROM`), in this process only.
     Streamed,
+}
+
+/// How the rows of [`Variant::Contiguous`] and [`Variant::Touched`] address the element an
+/// index picks, `k` along the indexed dim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Picks {
+    /// At the call's stride along the indexed dim: a multiply per pick.
+    Strided,
+    /// One element apart: every access the index moves has a stride of one element along
+    /// its indexed dim (a row-major tensor's last axis), so a pick is
+    /// `base + (k << log2(size))`, which x86-64 folds into the load's or store's address:
+    /// no multiply, a fifth fewer instructions in the apply of element-wise scatters and
+    /// GatherElements along a last axis (BENCHMARKS.md). Picked by [`ParamLayout::picks`].
+    Adjacent,
 }
 
 /// A set of accesses (bit `a`: access `a` in [`accesses`] order) whose stride along the
@@ -114,19 +128,21 @@ pub(crate) const MAX_ACCESSES: usize = 4;
 
 impl Variant {
     /// The variants compiled ahead of time, in a fixed order.
-    pub const ALL: [Variant; 2] = [Variant::Strided, Variant::Contiguous];
+    pub const ALL: [Variant; 2] = [Variant::Strided, Variant::Contiguous(Picks::Strided)];
 
     /// How many distinct variants exist; [`Variant::slot`] numbers them `0..COUNT`.
-    pub(crate) const COUNT: usize = 3 + (1 << MAX_ACCESSES);
+    pub(crate) const COUNT: usize = 5 + (1 << MAX_ACCESSES);
 
     /// A dense number for this variant, below [`Variant::COUNT`].
     pub(crate) const fn slot(self) -> usize {
         match self {
             Variant::Strided => 0,
-            Variant::Contiguous => 1,
+            Variant::Contiguous(Picks::Strided) => 1,
             Variant::Broadcast(still) => 1 + still.0 as usize,
-            Variant::Touched => 1 + (1 << MAX_ACCESSES),
+            Variant::Touched(Picks::Strided) => 1 + (1 << MAX_ACCESSES),
             Variant::Streamed => 2 + (1 << MAX_ACCESSES),
+            Variant::Contiguous(Picks::Adjacent) => 3 + (1 << MAX_ACCESSES),
+            Variant::Touched(Picks::Adjacent) => 4 + (1 << MAX_ACCESSES),
         }
     }
 
@@ -135,20 +151,29 @@ impl Variant {
     pub(crate) const fn from_slot(slot: usize) -> Variant {
         match slot {
             0 => Variant::Strided,
-            1 => Variant::Contiguous,
-            s if s == Variant::Touched.slot() => Variant::Touched,
+            1 => Variant::Contiguous(Picks::Strided),
+            s if s == Variant::Touched(Picks::Strided).slot() => Variant::Touched(Picks::Strided),
             s if s == Variant::Streamed.slot() => Variant::Streamed,
+            s if s == Variant::Contiguous(Picks::Adjacent).slot() => {
+                Variant::Contiguous(Picks::Adjacent)
+            }
+            s if s == Variant::Touched(Picks::Adjacent).slot() => Variant::Touched(Picks::Adjacent),
             s => Variant::Broadcast(Still((s - 1) as u8)),
         }
     }
 
-    /// The name used in symbols and listings: `strided`, `contiguous`, or `broadcast`
+    /// The name used in symbols and listings: `strided`, `contiguous`, `touched` (each of
+    /// the two followed by `.adjacent` for [`Picks::Adjacent`]), `streamed`, or `broadcast`
     /// followed by the still accesses' positions (`broadcast0` for a still index).
     pub fn name(self) -> String {
+        let picks = |picks| match picks {
+            Picks::Strided => "",
+            Picks::Adjacent => ".adjacent",
+        };
         match self {
             Variant::Strided => "strided".into(),
-            Variant::Contiguous => "contiguous".into(),
-            Variant::Touched => "touched".into(),
+            Variant::Contiguous(p) => format!("contiguous{}", picks(p)),
+            Variant::Touched(p) => format!("touched{}", picks(p)),
             Variant::Streamed => "streamed".into(),
             Variant::Broadcast(still) => {
                 let mut name = String::from("broadcast");
@@ -168,6 +193,15 @@ impl Variant {
     /// Whether the innermost loop is compiled as rows (every variant but `Strided`).
     pub(crate) fn rows(self) -> bool {
         self != Variant::Strided
+    }
+
+    /// How the rows address an index's picks ([`Picks::Strided`] but in the two variants
+    /// that have a choice).
+    pub(crate) fn picks(self) -> Picks {
+        match self {
+            Variant::Contiguous(picks) | Variant::Touched(picks) => picks,
+            _ => Picks::Strided,
+        }
     }
 }
 
@@ -413,6 +447,22 @@ impl ParamLayout {
                 && (READ_AHEAD_FROM..=READ_AHEAD_UP_TO).contains(&span)
                 && picks.saturating_mul(CACHE_LINE) >= span
         })
+    }
+
+    /// How a contiguous call with these parameters addresses its picks: [`Picks::Adjacent`]
+    /// where the pass has an access the index moves and every such access's stride along
+    /// its indexed dim is one element, [`Picks::Strided`] otherwise (a pass without one
+    /// compiles the same code either way, so it keeps the one variant).
+    pub(crate) fn picks(&self, params: &[i64]) -> Picks {
+        let mut strides = self
+            .accesses
+            .iter()
+            .filter_map(|slots| slots.indexed_stride_at.map(|at| params[at]))
+            .peekable();
+        match strides.peek().is_some() && strides.all(|stride| stride == 1) {
+            true => Picks::Adjacent,
+            false => Picks::Strided,
+        }
     }
 
     /// Whether a call bound for `variant` means what it computes in that variant only, so

@@ -23,7 +23,7 @@ use cranelift_codegen::ir::{
 use cranelift_frontend::FunctionBuilder;
 use scatterjit_ir::{Coord, KernelKey, LoopNest, OpKind, Operand, PassKind, Plan, Relation};
 
-use crate::abi::{self, ParamLayout, Variant};
+use crate::abi::{self, ParamLayout, Picks, Variant};
 use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 
 /// The compiled functions of one pass: its [`Variant::ALL`] variants, in that order.
@@ -437,7 +437,7 @@ impl Entry<'_, '_> {
             let (fast, slow) = (self.b.create_block(), self.b.create_block());
             self.b.ins().brif(contiguous, fast, &[], slow, &[]);
             self.b.switch_to_block(fast);
-            call(self, variant(Variant::Contiguous));
+            call(self, variant(Variant::Contiguous(Picks::Strided)));
             self.b.switch_to_block(slow);
             call(self, variant(Variant::Strided));
         }

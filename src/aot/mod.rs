@@ -250,7 +250,7 @@ mod tests {
                         &mut module,
                         &plan,
                         nest.pass,
-                        Variant::Contiguous,
+                        Variant::Contiguous(crate::abi::Picks::Strided),
                         false,
                         Bounds::Checked,
                         &name,

@@ -331,9 +331,9 @@ pub(super) fn variant_of(
         }
     }
     match still {
-        0 if layout.reads_ahead(key, params) => Variant::Touched,
+        0 if layout.reads_ahead(key, params) => Variant::Touched(layout.picks(params)),
         0 if layout.streams(key, params, jit::stream_from()) => Variant::Streamed,
-        0 => Variant::Contiguous,
+        0 => Variant::Contiguous(layout.picks(params)),
         _ => Variant::Broadcast(Still(still)),
     }
 }
@@ -341,6 +341,7 @@ pub(super) fn variant_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::Picks;
     use crate::tensor::{TensorView, TensorViewMut};
     use scatterjit_ir::{DType, Plan, Reduction};
 
@@ -410,36 +411,67 @@ mod tests {
     #[test]
     fn rows_read_ahead_lines_worth_reading() {
         let f32 = DType::F32;
+        let (touched, contiguous) = (
+            Variant::Touched(Picks::Adjacent),
+            Variant::Contiguous(Picks::Adjacent),
+        );
         // 16 KiB lines picked 4096 times each: read ahead.
-        assert_eq!(gather_variant(4096, 4096, [4096, 1], f32), Variant::Touched);
+        assert_eq!(gather_variant(4096, 4096, [4096, 1], f32), touched);
         // Every other element: an 8-byte stride, still within a cache line.
-        assert_eq!(gather_variant(4096, 4096, [8192, 2], f32), Variant::Touched);
+        assert_eq!(
+            gather_variant(4096, 4096, [8192, 2], f32),
+            Variant::Touched(Picks::Strided)
+        );
         // Picks as many as the line's cache lines, and one fewer.
-        assert_eq!(gather_variant(4096, 256, [4096, 1], f32), Variant::Touched);
-        assert_eq!(
-            gather_variant(4096, 255, [4096, 1], f32),
-            Variant::Contiguous
-        );
+        assert_eq!(gather_variant(4096, 256, [4096, 1], f32), touched);
+        assert_eq!(gather_variant(4096, 255, [4096, 1], f32), contiguous);
         // Lines of 1 KiB and 256 KiB, and just outside.
-        assert_eq!(gather_variant(256, 256, [256, 1], f32), Variant::Touched);
-        assert_eq!(gather_variant(255, 255, [255, 1], f32), Variant::Contiguous);
-        assert_eq!(
-            gather_variant(32768, 4096, [32768, 1], DType::F64),
-            Variant::Touched
-        );
+        assert_eq!(gather_variant(256, 256, [256, 1], f32), touched);
+        assert_eq!(gather_variant(255, 255, [255, 1], f32), contiguous);
+        assert_eq!(gather_variant(32768, 4096, [32768, 1], DType::F64), touched);
         assert_eq!(
             gather_variant(32769, 4096, [32769, 1], DType::F64),
-            Variant::Contiguous
+            contiguous
         );
-        // Strides past a cache line, and negative ones.
+        // Strides past a cache line, and negative ones: picks at the stride.
         assert_eq!(
             gather_variant(4096, 4096, [4096 * 17, 17], f32),
-            Variant::Contiguous
+            Variant::Contiguous(Picks::Strided)
         );
         assert_eq!(
             gather_variant(4096, 4096, [4096, -1], f32),
-            Variant::Contiguous
+            Variant::Contiguous(Picks::Strided)
         );
+    }
+
+    /// Picks are one element apart only where the picked tensor's stride along the axis is
+    /// one element, whatever its other strides (a column-major table's last axis is not).
+    #[test]
+    fn picks_are_adjacent_only_at_a_stride_of_one_element() {
+        let f32 = DType::F32;
+        let picks = |len, strides| gather_variant(len, 64, strides, f32).picks();
+        assert_eq!(picks(64, [64, 1]), Picks::Adjacent);
+        assert_eq!(picks(64, [1000, 1]), Picks::Adjacent);
+        assert_eq!(picks(64, [128, 2]), Picks::Strided);
+        assert_eq!(picks(64, [1, 2]), Picks::Strided);
+        assert_eq!(picks(64, [64, -1]), Picks::Strided);
+        // A pass whose index moves no access has no picks to address.
+        let key = KernelKey::scatter_elements(f32, DType::I64, 2, 1, Reduction::Add, true).unwrap();
+        let plan = Plan::new(key);
+        for nest in &plan.passes {
+            let layout = ParamLayout::of(nest);
+            let params = vec![1; layout.len];
+            let moved = layout
+                .accesses
+                .iter()
+                .any(|a| a.indexed_stride_at.is_some());
+            let want = if moved {
+                Picks::Adjacent
+            } else {
+                Picks::Strided
+            };
+            assert_eq!(layout.picks(&params), want, "{:?}", nest.pass);
+        }
     }
 
     /// Whether a Gather along axis 0 of a `[4, len]` table, `picks` rows picked into an

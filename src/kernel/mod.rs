@@ -31,7 +31,7 @@ use scatterjit_ir::{
     DType, Error as IrError, KernelKey, Meta, OpKind, Operand, PassKind, Plan, Tensor,
 };
 
-use crate::abi::{ParamLayout, Variant};
+use crate::abi::{ParamLayout, Picks, Variant};
 use crate::codegen::Bounds;
 use crate::error::{Error, Result};
 use crate::jit::{self, Code, Listing, PassFn};
@@ -157,8 +157,9 @@ impl Kernel {
 
     /// Compiles every pass of `key` in the `Strided` and `Contiguous` variants, in
     /// `Touched` where the pass reads lines ahead and in `Streamed` where it streams its
-    /// row copies, and returns their text: CLIF as built,
-    /// CLIF optimized, machine code.
+    /// row copies (`Contiguous` and `Touched` in both forms of their picks where an index
+    /// moves an access), and returns their text: CLIF as built, CLIF optimized, machine
+    /// code.
     pub fn listings(key: KernelKey) -> Result<Vec<Listing>> {
         refuse_strings(&key)?;
         let plan = Plan::new(key);
@@ -169,9 +170,15 @@ impl Kernel {
             let layout = ParamLayout::of(nest);
             let touched = layout.read_ahead != 0;
             let streamed = layout.streams_into.is_some();
+            let picks = layout
+                .accesses
+                .iter()
+                .any(|a| a.indexed_stride_at.is_some());
             let variants = Variant::ALL
                 .into_iter()
-                .chain(touched.then_some(Variant::Touched))
+                .chain(picks.then_some(Variant::Contiguous(Picks::Adjacent)))
+                .chain(touched.then_some(Variant::Touched(Picks::Strided)))
+                .chain((touched && picks).then_some(Variant::Touched(Picks::Adjacent)))
                 .chain(streamed.then_some(Variant::Streamed));
             for variant in variants {
                 let (_, listing) =

@@ -104,7 +104,7 @@ pub(super) fn pass_work(
     let inner = depth.checked_sub(1)?;
     let whole_rows = matches!(
         variant,
-        Variant::Contiguous | Variant::Broadcast(_) | Variant::Streamed
+        Variant::Contiguous(_) | Variant::Broadcast(_) | Variant::Streamed
     ) && layout
         .accesses
         .iter()
@@ -843,7 +843,7 @@ impl Kernel {
             Variant::Streamed
                 if ops.writes_new_output(abi::element_size(&self.plan.key, Operand::Output)) =>
             {
-                Variant::Contiguous
+                Variant::Contiguous(layout.picks(&params))
             }
             variant => variant,
         };

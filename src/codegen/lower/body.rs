@@ -22,10 +22,7 @@ impl Lowering<'_, '_> {
     fn address(&mut self, ptrs: &[Value], operand: Operand, k: Option<Value>) -> Value {
         let a = self.access_of(operand);
         match (self.accesses[a].indexed_stride, k) {
-            (Some(stride), Some(k)) => {
-                let offset = self.b.ins().imul(k, stride);
-                self.b.ins().iadd(ptrs[a], offset)
-            }
+            (Some(stride), Some(k)) => self.picked(ptrs[a], a, k, stride),
             _ => ptrs[a],
         }
     }

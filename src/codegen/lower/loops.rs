@@ -24,7 +24,7 @@ impl Lowering<'_, '_> {
         }
         let innermost = n + 1 == self.depth;
         if innermost {
-            if self.variant == Variant::Touched {
+            if matches!(self.variant, Variant::Touched(_)) {
                 self.read_lines_ahead(ptrs);
             }
             self.enter_innermost();

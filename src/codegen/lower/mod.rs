@@ -43,7 +43,7 @@ use scatterjit_ir::{Combine, Coord, DType, KernelKey, LoopNest, Operand};
 pub(crate) use ahead::{prefetch_helper_signature, FROM_DEST, FROM_SOURCE};
 pub(crate) use row::stream_helper_signature;
 
-use crate::abi::{self, ParamLayout, Variant, STATUS_BAD_INDEX, STATUS_OK};
+use crate::abi::{self, ParamLayout, Picks, Variant, STATUS_BAD_INDEX, STATUS_OK};
 use crate::codegen::combine::{self, data_flags};
 
 /// What the lowering may emit on the machine it compiles for. Everything else it emits is
@@ -442,6 +442,18 @@ impl Lowering<'_, '_> {
                 self.in_bytes(elems, self.accesses[a].shift)
             })
             .collect()
+    }
+
+    /// The address of indexed access `a`'s element `k` along its indexed dim, from `at`
+    /// (its coordinate 0 there) and `stride` (its byte stride there): a shift where the
+    /// variant's picks are one element apart (which x86-64 folds into the address),
+    /// otherwise a multiply.
+    pub(super) fn picked(&mut self, at: Value, a: usize, k: Value, stride: Value) -> Value {
+        let offset = match self.variant.picks() {
+            Picks::Adjacent => self.in_bytes(k, self.accesses[a].shift),
+            Picks::Strided => self.b.ins().imul(k, stride),
+        };
+        self.b.ins().iadd(at, offset)
     }
 
     /// Loads what the innermost statement needs: the index bound and the byte strides

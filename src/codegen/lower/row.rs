@@ -261,10 +261,7 @@ impl Lowering<'_, '_> {
     fn moved(&mut self, ptrs: &[Value], k: Value) -> Vec<Value> {
         (0..ptrs.len())
             .map(|a| match self.accesses[a].indexed_stride {
-                Some(stride) => {
-                    let offset = self.b.ins().imul(k, stride);
-                    self.b.ins().iadd(ptrs[a], offset)
-                }
+                Some(stride) => self.picked(ptrs[a], a, k, stride),
                 None => ptrs[a],
             })
             .collect()
