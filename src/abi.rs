@@ -35,8 +35,9 @@ pub enum Variant {
     /// [`Variant::Contiguous`], except that the accesses in the set stay put along the
     /// innermost loop (stride 0) although their coordinates use it: a broadcast view, such
     /// as PyTorch Geometric's `index.view(-1, 1).expand_as(src)`. A still index is read
-    /// and checked once per row; a still source is loaded once and splat.
-    Broadcast(Still),
+    /// and checked once per row; a still source is loaded once and splat. Element-wise
+    /// picks (under a still source) are addressed as [`Picks`] says.
+    Broadcast(Still, Picks),
     /// [`Variant::Contiguous`], and before each row picks at random within a line of a
     /// tensor that the index moves along (GatherElements' data row, a scatter's
     /// destination row, along the innermost axis), the row reads one byte of each of the
@@ -54,8 +55,8 @@ pub enum Variant {
     Streamed,
 }
 
-/// How the rows of [`Variant::Contiguous`] and [`Variant::Touched`] address the element an
-/// index picks, `k` along the indexed dim.
+/// How the rows of [`Variant::Contiguous`], [`Variant::Broadcast`] and [`Variant::Touched`]
+/// address the element an index picks, `k` along the indexed dim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Picks {
     /// At the call's stride along the indexed dim: a multiply per pick.
@@ -126,45 +127,59 @@ pub(crate) struct StreamFrom {
 /// The most accesses a pass has (index, source, dest, count).
 pub(crate) const MAX_ACCESSES: usize = 4;
 
+/// How many slots the variants with [`Picks::Strided`] take (see [`Variant::slot`]).
+const ADJACENT_FROM: usize = 3 + (1 << MAX_ACCESSES);
+
 impl Variant {
     /// The variants compiled ahead of time, in a fixed order.
     pub const ALL: [Variant; 2] = [Variant::Strided, Variant::Contiguous(Picks::Strided)];
 
     /// How many distinct variants exist; [`Variant::slot`] numbers them `0..COUNT`.
-    pub(crate) const COUNT: usize = 5 + (1 << MAX_ACCESSES);
+    pub(crate) const COUNT: usize = 2 * ADJACENT_FROM;
 
-    /// A dense number for this variant, below [`Variant::COUNT`].
+    /// A dense number for this variant, below [`Variant::COUNT`]: the variants with
+    /// [`Picks::Strided`] (and those without a choice) below [`ADJACENT_FROM`], each with
+    /// [`Picks::Adjacent`] that many slots on.
     pub(crate) const fn slot(self) -> usize {
-        match self {
-            Variant::Strided => 0,
-            Variant::Contiguous(Picks::Strided) => 1,
-            Variant::Broadcast(still) => 1 + still.0 as usize,
-            Variant::Touched(Picks::Strided) => 1 + (1 << MAX_ACCESSES),
-            Variant::Streamed => 2 + (1 << MAX_ACCESSES),
-            Variant::Contiguous(Picks::Adjacent) => 3 + (1 << MAX_ACCESSES),
-            Variant::Touched(Picks::Adjacent) => 4 + (1 << MAX_ACCESSES),
+        let (slot, picks) = match self {
+            Variant::Strided => (0, Picks::Strided),
+            Variant::Contiguous(picks) => (1, picks),
+            Variant::Broadcast(still, picks) => (1 + still.0 as usize, picks),
+            Variant::Touched(picks) => (1 + (1 << MAX_ACCESSES), picks),
+            Variant::Streamed => (2 + (1 << MAX_ACCESSES), Picks::Strided),
+        };
+        match picks {
+            Picks::Strided => slot,
+            Picks::Adjacent => slot + ADJACENT_FROM,
         }
     }
 
     /// The variant at `slot` (see [`Variant::slot`]), for tests that list compiled code.
     #[cfg(test)]
-    pub(crate) const fn from_slot(slot: usize) -> Variant {
-        match slot {
+    /// Slots of variants that do not exist (`Strided` and `Streamed` with
+    /// [`Picks::Adjacent`]) give `None`.
+    #[cfg(test)]
+    pub(crate) const fn from_slot(slot: usize) -> Option<Variant> {
+        let (slot, picks) = match slot >= ADJACENT_FROM {
+            false => (slot, Picks::Strided),
+            true => (slot - ADJACENT_FROM, Picks::Adjacent),
+        };
+        let variant = match slot {
             0 => Variant::Strided,
-            1 => Variant::Contiguous(Picks::Strided),
-            s if s == Variant::Touched(Picks::Strided).slot() => Variant::Touched(Picks::Strided),
+            1 => Variant::Contiguous(picks),
+            s if s == Variant::Touched(Picks::Strided).slot() => Variant::Touched(picks),
             s if s == Variant::Streamed.slot() => Variant::Streamed,
-            s if s == Variant::Contiguous(Picks::Adjacent).slot() => {
-                Variant::Contiguous(Picks::Adjacent)
-            }
-            s if s == Variant::Touched(Picks::Adjacent).slot() => Variant::Touched(Picks::Adjacent),
-            s => Variant::Broadcast(Still((s - 1) as u8)),
+            s => Variant::Broadcast(Still((s - 1) as u8), picks),
+        };
+        match (variant, picks) {
+            (Variant::Strided | Variant::Streamed, Picks::Adjacent) => None,
+            _ => Some(variant),
         }
     }
 
-    /// The name used in symbols and listings: `strided`, `contiguous`, `touched` (each of
-    /// the two followed by `.adjacent` for [`Picks::Adjacent`]), `streamed`, or `broadcast`
-    /// followed by the still accesses' positions (`broadcast0` for a still index).
+    /// The name used in symbols and listings: `strided`, `contiguous`, `touched`,
+    /// `streamed`, or `broadcast` followed by the still accesses' positions (`broadcast0`
+    /// for a still index); then `.adjacent` for [`Picks::Adjacent`].
     pub fn name(self) -> String {
         let picks = |picks| match picks {
             Picks::Strided => "",
@@ -175,19 +190,19 @@ impl Variant {
             Variant::Contiguous(p) => format!("contiguous{}", picks(p)),
             Variant::Touched(p) => format!("touched{}", picks(p)),
             Variant::Streamed => "streamed".into(),
-            Variant::Broadcast(still) => {
+            Variant::Broadcast(still, p) => {
                 let mut name = String::from("broadcast");
                 for a in (0..MAX_ACCESSES).filter(|&a| still.contains(a)) {
                     name.push_str(&a.to_string());
                 }
-                name
+                name + picks(p)
             }
         }
     }
 
     /// Whether access `a` stays put along the innermost loop although it uses it.
     pub(crate) fn still(self, a: usize) -> bool {
-        matches!(self, Variant::Broadcast(still) if still.contains(a))
+        matches!(self, Variant::Broadcast(still, _) if still.contains(a))
     }
 
     /// Whether the innermost loop is compiled as rows (every variant but `Strided`).
@@ -195,11 +210,13 @@ impl Variant {
         self != Variant::Strided
     }
 
-    /// How the rows address an index's picks ([`Picks::Strided`] but in the two variants
-    /// that have a choice).
+    /// How the rows address an index's picks ([`Picks::Strided`] but in the three
+    /// variants that have a choice).
     pub(crate) fn picks(self) -> Picks {
         match self {
-            Variant::Contiguous(picks) | Variant::Touched(picks) => picks,
+            Variant::Contiguous(picks) | Variant::Broadcast(_, picks) | Variant::Touched(picks) => {
+                picks
+            }
             _ => Picks::Strided,
         }
     }
@@ -490,8 +507,17 @@ mod tests {
 
     #[test]
     fn every_slot_names_its_variant() {
+        let mut variants = Vec::new();
         for slot in 0..Variant::COUNT {
-            assert_eq!(Variant::from_slot(slot).slot(), slot);
+            if let Some(variant) = Variant::from_slot(slot) {
+                assert_eq!(variant.slot(), slot);
+                variants.push(variant);
+            }
+        }
+        // All but `Strided` and `Streamed` in both forms of their picks, each once.
+        assert_eq!(variants.len(), Variant::COUNT - 2);
+        for (i, v) in variants.iter().enumerate() {
+            assert!(!variants[..i].contains(v), "{v:?} twice");
         }
     }
 

@@ -415,7 +415,7 @@ mod tests {
     /// the update row it reads, in order and under the engine's row list alike.
     #[test]
     fn broadcast_rows_prefetch_their_destination_and_their_source() {
-        use crate::abi::{ParamLayout, Still};
+        use crate::abi::{ParamLayout, Picks, Still};
         use scatterjit_ir::{DType, KernelKey, Operand, Reduction};
 
         let key = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 0, Reduction::Max, true)
@@ -424,7 +424,7 @@ mod tests {
         let nest = plan.pass(PassKind::Apply).unwrap();
         let accesses = ParamLayout::of(nest).accesses;
         let at = |operand| accesses.iter().position(|a| a.operand == operand).unwrap();
-        let variant = Variant::Broadcast(Still(1 << at(Operand::Indices)));
+        let variant = Variant::Broadcast(Still(1 << at(Operand::Indices)), Picks::Strided);
         let per_row = if prefetch::address().is_some() { 2 } else { 0 };
         for listed in [false, true] {
             let (_, listing) = compile(

@@ -334,7 +334,7 @@ pub(super) fn variant_of(
         0 if layout.reads_ahead(key, params) => Variant::Touched(layout.picks(params)),
         0 if layout.streams(key, params, jit::stream_from()) => Variant::Streamed,
         0 => Variant::Contiguous(layout.picks(params)),
-        _ => Variant::Broadcast(Still(still)),
+        _ => Variant::Broadcast(Still(still), layout.picks(params)),
     }
 }
 

@@ -185,7 +185,7 @@ impl Kernel {
                 |probe, &(operand, raw)| probe.with(operand, raw),
             );
             let (params, order) = bind(key, apply, layout, &probe, axis_first);
-            let Variant::Broadcast(still) = variant_of(layout, key, &params, &order) else {
+            let Variant::Broadcast(still, _) = variant_of(layout, key, &params, &order) else {
                 return false;
             };
             let Some(row) = layout.depth.checked_sub(1).map(|inner| params[inner]) else {

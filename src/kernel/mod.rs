@@ -236,7 +236,9 @@ impl Kernel {
                 if slot.get().is_none() {
                     continue;
                 }
-                let variant = Variant::from_slot(v % Variant::COUNT);
+                let Some(variant) = Variant::from_slot(v % Variant::COUNT) else {
+                    continue;
+                };
                 let listed = if v >= Variant::COUNT { ".listed" } else { "" };
                 names.push(format!("{}.{}{listed}", pass.name(), variant.name()));
             }

@@ -104,7 +104,7 @@ pub(super) fn pass_work(
     let inner = depth.checked_sub(1)?;
     let whole_rows = matches!(
         variant,
-        Variant::Contiguous(_) | Variant::Broadcast(_) | Variant::Streamed
+        Variant::Contiguous(_) | Variant::Broadcast(..) | Variant::Streamed
     ) && layout
         .accesses
         .iter()
