@@ -155,7 +155,6 @@ impl Variant {
     }
 
     /// The variant at `slot` (see [`Variant::slot`]), for tests that list compiled code.
-    #[cfg(test)]
     /// Slots of variants that do not exist (`Strided` and `Streamed` with
     /// [`Picks::Adjacent`]) give `None`.
     #[cfg(test)]
