@@ -36,7 +36,8 @@ pub(crate) type PassFn = unsafe extern "C" fn(*const *mut u8, *mut i64) -> i64;
 pub struct Listing {
     /// Which pass.
     pub pass: Option<PassKind>,
-    /// Which variant of its innermost loop (`strided`, `contiguous`, `broadcast…`).
+    /// Which variant of its innermost loop (`strided`, `contiguous`, `broadcast…`; rows
+    /// that address their picks by a shift end in `.adjacent`).
     pub variant: String,
     /// The CLIF as the lowering built it.
     pub clif: String,
