@@ -465,17 +465,19 @@ impl ParamLayout {
         })
     }
 
+    /// Whether the pass has an access the index moves (one that picks), whose rows come in
+    /// both forms of [`Picks`].
+    pub(crate) fn picks_by_index(&self) -> bool {
+        self.accesses.iter().any(|a| a.indexed_stride_at.is_some())
+    }
+
     /// How a contiguous call with these parameters addresses its picks: [`Picks::Adjacent`]
-    /// where the pass has an access the index moves and every such access's stride along
-    /// its indexed dim is one element, [`Picks::Strided`] otherwise (a pass without one
-    /// compiles the same code either way, so it keeps the one variant).
+    /// where the pass picks ([`Self::picks_by_index`]) and every access the index moves has
+    /// a stride of one element along its indexed dim, [`Picks::Strided`] otherwise (a pass
+    /// that does not pick compiles the same code either way, so it keeps the one variant).
     pub(crate) fn picks(&self, params: &[i64]) -> Picks {
-        let mut strides = self
-            .accesses
-            .iter()
-            .filter_map(|slots| slots.indexed_stride_at.map(|at| params[at]))
-            .peekable();
-        match strides.peek().is_some() && strides.all(|stride| stride == 1) {
+        let unit = |slots: &AccessSlots| slots.indexed_stride_at.is_none_or(|at| params[at] == 1);
+        match self.picks_by_index() && self.accesses.iter().all(unit) {
             true => Picks::Adjacent,
             false => Picks::Strided,
         }

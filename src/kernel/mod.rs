@@ -170,10 +170,7 @@ impl Kernel {
             let layout = ParamLayout::of(nest);
             let touched = layout.read_ahead != 0;
             let streamed = layout.streams_into.is_some();
-            let picks = layout
-                .accesses
-                .iter()
-                .any(|a| a.indexed_stride_at.is_some());
+            let picks = layout.picks_by_index();
             let variants = Variant::ALL
                 .into_iter()
                 .chain(picks.then_some(Variant::Contiguous(Picks::Adjacent)))
