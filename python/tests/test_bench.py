@@ -60,6 +60,12 @@ def test_extra_workloads_keep_their_transposed_indices(capsys):
     assert "| scatter_min_transposed_i64 |" in out and "✗" not in out
 
 
+def test_extra_workloads_without_self_agree_with_pytorch(capsys):
+    names = [w.name for w in bench.EXTRA if not w.include_self]
+    assert names, "the extra set keeps its include_self=False workloads"
+    runs_and_agrees(capsys, "--extra", names)
+
+
 def test_layouts_mode_lays_its_operands_out_column_major(capsys):
     for w in bench.LAYOUTS:
         data, indices, updates = bench.inputs(w, div=8)

@@ -52,6 +52,9 @@ class Workload:
     transposed: bool = False  # the index's memory holds its transpose (dims reversed)
     # Operands ("data", "updates", "out": the ``into`` mode's output) laid out column-major.
     column_major: tuple = ()
+    # False: each reached element starts from the reduction's identity, not its own value
+    # (PyTorch's ``include_self=False``, ONNX's ``use_init_val``), as PyG's max and min do.
+    include_self: bool = True
 
 
 # The suite's workloads, in its order and at its sizes (the same table as the Rust
@@ -76,7 +79,9 @@ WORKLOADS = [
 # out as their transpose (a column-major index, as ``index.t()`` or a Fortran-ordered
 # array passes it, the same values as a dense one), gathers of rank 3 and 4 whose
 # trailing dims are a few elements, a scatter along axis 0 with 256-byte rows, the GNN
-# scatters of multi-head features (rank 3) and of f16, a shuffle along axis 0.
+# scatters of multi-head features (rank 3) and of f16, a shuffle along axis 0, and
+# reductions that start from the identity (``include_self=False``): PyG's max of messages
+# and an element-wise min.
 EXTRA = [
     Workload("gather_elements_transposed_i64", "gather_elements",  "int64",   "int64", (16384, 512),     (16384, 512),    1, "none", "uniform", transposed=True),
     Workload("gather_elements_transposed_f16", "gather_elements",  "float16", "int64", (2048, 2048),     (2048, 2048),    0, "none", "uniform", transposed=True),
@@ -90,6 +95,8 @@ EXTRA = [
     Workload("scatter_max_expanded_rank3_f32", "scatter_elements", "float32", "int64", (50000, 4, 16),   (400000, 4, 16), 0, "max",  "uniform_rows", True),
     Workload("scatter_add_expanded_f16",       "scatter_elements", "float16", "int64", (50000, 64),      (400000, 64),    0, "add",  "uniform_rows", True),
     Workload("scatter_none_perm_axis0_f32",    "scatter_elements", "float32", "int64", (4096, 1024),     (4096, 1024),    0, "none", "perm"),
+    Workload("scatter_max_expanded_noself_f32", "scatter_elements", "float32", "int64", (50000, 64),     (400000, 64),    0, "max",  "uniform_rows", True, include_self=False),
+    Workload("scatter_min_noself_f64",         "scatter_elements", "float64", "int64", (131072, 32),     (131072, 32),    1, "min",  "uniform", include_self=False),
 ]
 
 # Other operands laid out column-major (``--layouts``), as ``weight.t()`` or a Fortran-ordered
@@ -252,8 +259,10 @@ def calls(w, data, indices, updates, torch):
     if w.op == "scatter_elements":
         buffer = data.copy(order="K")
         ours = (
-            lambda: scatterjit.scatter_elements(data, indices, updates, axis, w.reduction),
-            lambda: scatterjit.scatter_(buffer, axis, indices, updates, reduce=w.reduction),
+            lambda: scatterjit.scatter_elements(data, indices, updates, axis, w.reduction, w.include_self),
+            lambda: scatterjit.scatter_(
+                buffer, axis, indices, updates, reduce=w.reduction, include_self=w.include_self
+            ),
         )
     else:
         f = scatterjit.gather if w.op == "gather" else scatterjit.gather_elements
@@ -287,8 +296,8 @@ def calls(w, data, indices, updates, torch):
         else:
             r = TORCH_REDUCE[w.reduction]
             theirs = (
-                lambda: torch.scatter_reduce(td, axis, ti, tu, r, include_self=True),
-                lambda: tbuffer.scatter_reduce_(axis, ti, tu, r, include_self=True),
+                lambda: torch.scatter_reduce(td, axis, ti, tu, r, include_self=w.include_self),
+                lambda: tbuffer.scatter_reduce_(axis, ti, tu, r, include_self=w.include_self),
             )
     elif w.op == "gather":
         flat = ti.reshape(-1)

@@ -265,7 +265,7 @@ impl Lowering<'_, '_> {
     }
 
     /// An integer constant holding `bytes` (little-endian) in the raw type of their size.
-    fn constant(&mut self, bytes: &[u8]) -> Value {
+    pub(super) fn constant(&mut self, bytes: &[u8]) -> Value {
         let word = |chunk: &[u8]| {
             let mut raw = [0u8; 8];
             raw[..chunk.len()].copy_from_slice(chunk);

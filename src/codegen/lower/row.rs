@@ -427,8 +427,9 @@ impl Lowering<'_, '_> {
     }
 
     /// A whole row at `bases` (indexed accesses already moved): `memcpy` or 16-byte moves
-    /// for copies, 16-byte vector combines where the reduction has them, then element by
-    /// element for the rest; a per-row count (see [`Self::count_per_row`]) is bumped once.
+    /// for copies, 16-byte stores of an init pass's identity, 16-byte vector combines where
+    /// the reduction has them, then element by element for the rest; a per-row count (see
+    /// [`Self::count_per_row`]) is bumped once.
     fn row(&mut self, bases: &[Value]) {
         let dim = self.inner_dim.expect("set on entering the innermost loop");
         let dtype = self.key.dtype();
@@ -453,6 +454,18 @@ impl Lowering<'_, '_> {
             }
         }
         let mut start = zero;
+        // An init pass's identity (`mean` starts its sums in passes without an index,
+        // which never come here).
+        if let (Combine::Assign, Some(d), Some(Source::Identity(r))) =
+            (self.nest.combine, dest, &self.nest.source)
+        {
+            if walks(self, dest) {
+                let bytes = r
+                    .identity_bytes(dtype)
+                    .expect("init passes exist only for reductions with an identity");
+                start = self.fill_row(bases[d], &bytes);
+            }
+        }
         if let Some(lanes) = self.vector_lanes() {
             if walks(self, dest) {
                 // A still (broadcast) source is one value for the whole row: load it once.
@@ -470,6 +483,32 @@ impl Lowering<'_, '_> {
             let at = s.at_element(bases, i);
             s.combine(&at, None);
         });
+    }
+
+    /// Stores the element `bytes` (little-endian) at each position of the row at `base` that
+    /// whole 16-byte vectors cover, where the machine has vectors and the element fits
+    /// several times in one; returns the first position left for the element loop (0
+    /// without vectors). An init pass's identity: one store per 16 bytes instead of one
+    /// per element.
+    fn fill_row(&mut self, base: Value, bytes: &[u8]) -> Value {
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let size = bytes.len() as i64;
+        if !self.machine.vectors || size > 8 {
+            return zero;
+        }
+        let dim = self.inner_dim.expect("set on entering the innermost loop");
+        let shift = size.trailing_zeros() as i64;
+        let lanes = 16 / size;
+        let element = self.constant(bytes);
+        let vector = raw_type(bytes.len())
+            .by(lanes as u32)
+            .expect("16-byte vectors exist");
+        let fill = self.b.ins().splat(vector, element);
+        self.for_range(zero, dim, lanes, |s, i| {
+            let offset = s.in_bytes(i, shift);
+            let at = s.b.ins().iadd(base, offset);
+            s.b.ins().store(data_flags(), fill, at, 0);
+        })
     }
 
     /// Copies `bytes` bytes from `src` to `dest` (distinct tensors): `memcpy` for long rows;
