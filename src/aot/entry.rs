@@ -26,10 +26,12 @@ use scatterjit_ir::{Coord, KernelKey, LoopNest, OpKind, Operand, PassKind, Plan,
 use crate::abi::{self, ParamLayout, Picks, Variant};
 use crate::cabi::{self, SjArgs, SjTensor, Status, DEVICE_CPU};
 
-/// The compiled functions of one pass: its [`Variant::ALL`] variants, in that order.
+/// The compiled functions of one pass: its [`Variant::ALL`] variants, in that order, and
+/// for a pass that picks by its index, `Contiguous` with [`Picks::Adjacent`].
 pub(super) struct PassRefs {
     pub kind: PassKind,
     pub variants: [FuncRef; 2],
+    pub adjacent: Option<FuncRef>,
 }
 
 /// One operand of the call, loaded and checked, or a piece of the workspace.
@@ -394,11 +396,15 @@ impl Entry<'_, '_> {
         }
         let depth = layout.depth;
         let mut contiguous = self.b.ins().iconst(types::I8, 1);
+        // The adjacent form's condition (see `ParamLayout::picks`).
+        let mut adjacent = self.b.ins().iconst(types::I8, 1);
         for slots in &layout.accesses {
             let t = get(slots.operand);
             if let Some(at) = slots.indexed_stride_at {
                 let stride = self.stride_sum(t, slots.indexed);
                 store(self, stride, at);
+                let unit = self.b.ins().icmp_imm_s(IntCC::Equal, stride, 1);
+                adjacent = self.b.ins().band(adjacent, unit);
             }
             for n in 0..depth {
                 let stride = self.stride_sum(t, slots.along[n]);
@@ -437,6 +443,13 @@ impl Entry<'_, '_> {
             let (fast, slow) = (self.b.create_block(), self.b.create_block());
             self.b.ins().brif(contiguous, fast, &[], slow, &[]);
             self.b.switch_to_block(fast);
+            if let Some(adjacent_fn) = refs.adjacent {
+                let (shifted, multiplied) = (self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(adjacent, shifted, &[], multiplied, &[]);
+                self.b.switch_to_block(shifted);
+                call(self, adjacent_fn);
+                self.b.switch_to_block(multiplied);
+            }
             call(self, variant(Variant::Contiguous(Picks::Strided)));
             self.b.switch_to_block(slow);
             call(self, variant(Variant::Strided));

@@ -1,8 +1,10 @@
 //! Ahead-of-time compilation: the kernels of a list of keys in one object file for the
 //! host or another [`Target`], and a C header that declares one entry per key.
 //!
-//! The object holds, per key, every pass of its plan in both variants (the same lowering
-//! as the JIT, through `jit::define_pass`, as local symbols) and one exported
+//! The object holds, per key, every pass of its plan as `Strided` and `Contiguous` code
+//! and, where the pass picks by its index, as `Contiguous` code that addresses picks one
+//! element apart by a shift (the same lowering as the JIT, through
+//! `jit::define_pass`, as local symbols) and one exported
 //! entry, `int32_t sj_<key>(sj_args *args)` (see [`symbol`] and `entry.rs`), which
 //! validates the call and runs the passes. Linking it needs only the C library (`memcpy`).
 //! The header is the same for every target.
@@ -33,7 +35,7 @@ use cranelift_module::{default_libcall_names, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use scatterjit_ir::{DType, Error as IrError, KernelKey, Plan};
 
-use crate::abi::Variant;
+use crate::abi::{ParamLayout, Picks, Variant};
 use crate::codegen::Bounds;
 use crate::error::{Error, Result};
 use crate::jit;
@@ -114,8 +116,15 @@ fn define_key(module: &mut ObjectModule, key: &KernelKey) -> Result<()> {
     let mut passes = Vec::new();
     for nest in &plan.passes {
         let mut ids = Vec::new();
-        for variant in Variant::ALL {
-            let pass_name = format!("{name}__{}_{}", nest.pass.name(), variant.name());
+        // A pass that picks by its index also gets contiguous code that addresses picks one
+        // element apart by a shift (`Picks::Adjacent`), which the entry calls where the
+        // strides allow it; in other passes it would be the same code again.
+        let adjacent = ParamLayout::of(nest)
+            .picks_by_index()
+            .then_some(Variant::Contiguous(Picks::Adjacent));
+        for variant in Variant::ALL.into_iter().chain(adjacent) {
+            let variant_name = variant.name().replace('.', "_");
+            let pass_name = format!("{name}__{}_{variant_name}", nest.pass.name());
             let (id, _, _) = jit::define_pass(
                 module,
                 &plan,
@@ -155,6 +164,9 @@ fn define_key(module: &mut ObjectModule, key: &KernelKey) -> Result<()> {
                 module.declare_func_in_func(ids[0], &mut ctx.func),
                 module.declare_func_in_func(ids[1], &mut ctx.func),
             ],
+            adjacent: ids
+                .get(2)
+                .map(|&id| module.declare_func_in_func(id, &mut ctx.func)),
         })
         .collect();
     let mut fctx = FunctionBuilderContext::new();
@@ -270,6 +282,25 @@ mod tests {
         }
         let vector = listing(&Target::new(riscv, &["v"]).unwrap());
         assert!(vector_types.iter().any(|ty| vector.contains(ty)));
+    }
+
+    /// The passes that pick by their index (init, apply) carry the adjacent form of
+    /// `Contiguous`; the check and the copy, which pick nothing, carry none.
+    #[test]
+    fn passes_that_pick_carry_the_adjacent_form() {
+        let key = KernelKey::scatter_elements(DType::F32, DType::I64, 2, 1, Reduction::Max, false)
+            .unwrap();
+        let object = compile(&[key]).unwrap().object;
+        let has = |name: &str| object.windows(name.len()).any(|w| w == name.as_bytes());
+        let name = symbol(&key);
+        for pass in ["init", "apply"] {
+            let local = format!("{name}__{pass}_contiguous_adjacent");
+            assert!(has(&local), "{local} in the object");
+        }
+        for pass in ["check", "copy"] {
+            assert!(has(&format!("{name}__{pass}_contiguous")));
+            assert!(!has(&format!("{name}__{pass}_contiguous_adjacent")));
+        }
     }
 
     #[test]
