@@ -60,7 +60,9 @@ def test_extra_workloads_keep_their_transposed_indices(capsys):
     assert "| scatter_min_transposed_i64 |" in out and "✗" not in out
 
 
-def test_extra_workloads_without_self_agree_with_pytorch(capsys):
+def test_extra_workloads_without_self_run_and_agree(capsys):
+    """The ``include_self=False`` workloads print their rows (beside PyTorch's, and agreeing
+    with them, where it is installed)."""
     names = [w.name for w in bench.EXTRA if not w.include_self]
     assert names, "the extra set keeps its include_self=False workloads"
     runs_and_agrees(capsys, "--extra", names)
