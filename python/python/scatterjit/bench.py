@@ -16,7 +16,7 @@ two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add 
 [4, 16] into [16, 16]), where the time is the per-call overhead, in ns per call.
 ``--extra`` runs workloads outside the suite instead (transposed indices, rank-3 and
 rank-4 gathers, a scatter along axis 0 with narrow rows, multi-head and f16 GNN scatters,
-a shuffle along axis 0), ``--half`` element-wise reductions of f16 and bf16 (bfloat16
+a shuffle along axis 0, max and min with ``include_self=False``), ``--half`` element-wise reductions of f16 and bf16 (bfloat16
 needs ``ml_dtypes``), ``--layouts`` tables, updates and outputs laid out column-major.
 ``--sweep`` a grid of 145 workloads over ops, dtypes, reductions, ranks, axes and index
 layouts, to check that fast paths generalize. ``--mid`` runs eight mid-size calls (2^16
