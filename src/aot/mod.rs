@@ -115,17 +115,10 @@ fn define_key(module: &mut ObjectModule, key: &KernelKey) -> Result<()> {
     let name = symbol(key);
     let mut passes = Vec::new();
     for nest in &plan.passes {
-        let mut ids = Vec::new();
-        // A pass that picks by its index also gets contiguous code that addresses picks one
-        // element apart by a shift (`Picks::Adjacent`), which the entry calls where the
-        // strides allow it; in other passes it would be the same code again.
-        let adjacent = ParamLayout::of(nest)
-            .picks_by_index()
-            .then_some(Variant::Contiguous(Picks::Adjacent));
-        for variant in Variant::ALL.into_iter().chain(adjacent) {
+        let mut define = |variant: Variant| {
             let variant_name = variant.name().replace('.', "_");
             let pass_name = format!("{name}__{}_{variant_name}", nest.pass.name());
-            let (id, _, _) = jit::define_pass(
+            jit::define_pass(
                 module,
                 &plan,
                 nest.pass,
@@ -135,10 +128,19 @@ fn define_key(module: &mut ObjectModule, key: &KernelKey) -> Result<()> {
                 &pass_name,
                 jit::CodeHome::Object,
                 false,
-            )?;
-            ids.push(id);
-        }
-        passes.push((nest.pass, ids));
+            )
+            .map(|(id, _, _)| id)
+        };
+        let [strided, contiguous] = Variant::ALL;
+        let ids = [define(strided)?, define(contiguous)?];
+        // A pass that picks by its index also gets contiguous code that addresses picks one
+        // element apart by a shift (`Picks::Adjacent`), which the entry calls where the
+        // strides allow it; in other passes it would be the same code again.
+        let adjacent = match ParamLayout::of(nest).picks_by_index() {
+            true => Some(define(Variant::Contiguous(Picks::Adjacent))?),
+            false => None,
+        };
+        passes.push((nest.pass, ids, adjacent));
     }
 
     let codegen_error = |message: String, clif: String| Error::Codegen {
@@ -158,15 +160,10 @@ fn define_key(module: &mut ObjectModule, key: &KernelKey) -> Result<()> {
     ctx.func.name = UserFuncName::user(0, id.as_u32());
     let refs: Vec<PassRefs> = passes
         .iter()
-        .map(|(kind, ids)| PassRefs {
+        .map(|(kind, ids, adjacent)| PassRefs {
             kind: *kind,
-            variants: [
-                module.declare_func_in_func(ids[0], &mut ctx.func),
-                module.declare_func_in_func(ids[1], &mut ctx.func),
-            ],
-            adjacent: ids
-                .get(2)
-                .map(|&id| module.declare_func_in_func(id, &mut ctx.func)),
+            variants: ids.map(|id| module.declare_func_in_func(id, &mut ctx.func)),
+            adjacent: adjacent.map(|id| module.declare_func_in_func(id, &mut ctx.func)),
         })
         .collect();
     let mut fctx = FunctionBuilderContext::new();

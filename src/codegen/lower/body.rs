@@ -3,7 +3,7 @@
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, Block, InstBuilder, Value};
-use scatterjit_ir::{Combine, MeanAccumulator, Operand, Source};
+use scatterjit_ir::{Combine, MeanAccumulator, Operand, Reduction, Source};
 
 use super::{Bounds, Lowering};
 use crate::abi;
@@ -132,10 +132,7 @@ impl Lowering<'_, '_> {
                 self.b.ins().store(data_flags(), v, dest_ptr, 0);
             }
             (Combine::Assign, Some(Source::Identity(reduction))) => {
-                let bytes = reduction
-                    .identity_bytes(dtype)
-                    .expect("init passes exist only for reductions with an identity");
-                let v = self.constant(&bytes);
+                let v = self.constant(&self.identity_bytes(*reduction));
                 self.b.ins().store(data_flags(), v, dest_ptr, 0);
             }
             (Combine::Reduce(reduction), Some(Source::Read(src))) => {
@@ -262,6 +259,13 @@ impl Lowering<'_, '_> {
         let count = self.b.ins().load(types::I64, data_flags(), at, 0);
         let count = self.b.ins().iadd_imm_s(count, 1);
         self.b.ins().store(data_flags(), count, at, 0);
+    }
+
+    /// The bytes of `reduction`'s identity in the kernel's dtype, which an init pass stores.
+    pub(super) fn identity_bytes(&self, reduction: Reduction) -> Vec<u8> {
+        reduction
+            .identity_bytes(self.key.dtype())
+            .expect("init passes exist only for reductions with an identity")
     }
 
     /// An integer constant holding `bytes` (little-endian) in the raw type of their size.

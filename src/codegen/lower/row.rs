@@ -460,9 +460,7 @@ impl Lowering<'_, '_> {
             (self.nest.combine, dest, &self.nest.source)
         {
             if walks(self, dest) {
-                let bytes = r
-                    .identity_bytes(dtype)
-                    .expect("init passes exist only for reductions with an identity");
+                let bytes = self.identity_bytes(*r);
                 start = self.fill_row(bases[d], &bytes);
             }
         }
