@@ -1,9 +1,9 @@
 //! Repeated `sj_kernel_run` calls. A framework calls one kernel on the same shapes node
 //! after node, and on tiny tensors reading, validating and viewing the descriptors is most
 //! of such a call. A kernel handle keeps the prepared calls of the few descriptor
-//! geometries its calls repeat ([`Recent`]'s rule; small calls only); a call whose
-//! descriptors match a kept one's field for field, all but their data pointers, runs as
-//! `sj_prepared_run` does. Every check that depends on memory is made again, in the
+//! geometries its calls repeat ([`Recent`](crate::recent::Recent)'s rule; small calls
+//! only); a call whose descriptors match a kept one's field for field, all but their data
+//! pointers, runs as `sj_prepared_run` does. Every check that depends on memory is made again, in the
 //! ordinary path's order and with its messages: a NULL data pointer where its operand has
 //! elements, out sharing memory with an input, every index. Whether the call is in place
 //! is decided as the ordinary path decides it, from where out and data start.
