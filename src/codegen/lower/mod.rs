@@ -38,7 +38,7 @@ use cranelift_codegen::ir::{
 };
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
-use scatterjit_ir::{Combine, Coord, DType, KernelKey, LoopNest, Operand};
+use scatterjit_ir::{Combine, Coord, DType, KernelKey, LoopNest, Operand, Source};
 
 pub(crate) use ahead::{prefetch_helper_signature, FROM_DEST, FROM_SOURCE};
 pub(crate) use row::stream_helper_signature;
@@ -139,6 +139,10 @@ struct Lowering<'a, 'b> {
     /// Where a negative index leaves the unrolled loop being emitted, if its checks are
     /// out of line (see [`Resume`]); `None` elsewhere.
     resume: Option<Resume>,
+    /// An init pass's last row filled with the identity (its destination address, 0
+    /// before the first): a row that lands on it again is skipped (see `Lowering::row`).
+    /// `None` in other passes.
+    last_filled: Option<Variable>,
 }
 
 /// An unrolled element loop's checks out of line (the contiguous variants' rows): an index
@@ -263,7 +267,14 @@ pub(crate) fn build_pass(
         bounds,
         f16_table,
         resume: None,
+        last_filled: None,
     };
+    if matches!(nest.source, Some(Source::Identity(_))) && nest.writes_through_index() {
+        let last = lowering.b.declare_var(ptr);
+        let none = lowering.b.ins().iconst(ptr, 0);
+        lowering.b.def_var(last, none);
+        lowering.last_filled = Some(last);
+    }
     let bases: Vec<Value> = lowering.accesses.iter().map(|a| a.base).collect();
     if layout.depth == 0 {
         lowering.enter_innermost();

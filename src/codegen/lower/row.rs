@@ -6,7 +6,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, AbiParam, InstBuilder, Signature, Value};
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::Variable;
-use scatterjit_ir::{Combine, DType, DTypeClass, PassKind, Source};
+use scatterjit_ir::{Combine, DType, DTypeClass, PassKind, Reduction, Source};
 
 use super::{Lowering, Resume};
 use crate::abi::{Variant, CACHE_LINE};
@@ -460,8 +460,8 @@ impl Lowering<'_, '_> {
             (self.nest.combine, dest, &self.nest.source)
         {
             if walks(self, dest) {
-                let bytes = self.identity_bytes(*r);
-                start = self.fill_row(bases[d], &bytes);
+                self.fill_row_once(bases, d, *r);
+                return;
             }
         }
         if let Some(lanes) = self.vector_lanes() {
@@ -481,6 +481,33 @@ impl Lowering<'_, '_> {
             let at = s.at_element(bases, i);
             s.combine(&at, None);
         });
+    }
+
+    /// An init pass's row at `bases` (its destination access `d`) filled with the identity
+    /// of `reduction`, unless it is the row this call filled last: a run of updates into
+    /// one destination row (a sorted index, as PyTorch Geometric's batch vector for pooling
+    /// is) fills it once. Every row of a call has the same length and the pass writes
+    /// nothing but the identity, so a row at the same address holds it still.
+    fn fill_row_once(&mut self, bases: &[Value], d: usize, reduction: Reduction) {
+        let dest = bases[d];
+        let dim = self.inner_dim.expect("set on entering the innermost loop");
+        let last = self
+            .last_filled
+            .expect("declared for init passes that write rows");
+        let (fill, exit) = (self.b.create_block(), self.b.create_block());
+        let previous = self.b.use_var(last);
+        let again = self.b.ins().icmp(IntCC::Equal, previous, dest);
+        self.b.ins().brif(again, exit, &[], fill, &[]);
+        self.enter(fill);
+        let bytes = self.identity_bytes(reduction);
+        let start = self.fill_row(dest, &bytes);
+        self.for_range(start, dim, 1, |s, i| {
+            let at = s.at_element(bases, i);
+            s.combine(&at, None);
+        });
+        self.b.def_var(last, dest);
+        self.b.ins().jump(exit, &[]);
+        self.enter(exit);
     }
 
     /// Stores the element `bytes` (little-endian) at each position of the row at `base` that
