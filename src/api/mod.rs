@@ -202,9 +202,8 @@ pub fn kernel_for(
 }
 
 /// Describes how `key` is compiled: the op IR's loop nests, then for every pass and each
-/// variant of its innermost loop (`strided`, `contiguous`, and `touched` where the pass
-/// reads lines ahead) the CLIF as built, the CLIF after optimization, and the machine
-/// code.
+/// variant of its innermost loop (see [`Kernel::listings`]) the CLIF as built, the CLIF
+/// after optimization, and the machine code.
 pub fn explain(key: &KernelKey) -> Result<String> {
     let mut text = String::new();
     let _ = writeln!(text, "== op IR\n{}", Plan::new(*key));

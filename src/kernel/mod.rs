@@ -28,10 +28,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use scatterjit_ir::{
-    DType, Error as IrError, KernelKey, Meta, OpKind, Operand, PassKind, Plan, Tensor,
+    Coord, DType, Error as IrError, KernelKey, Meta, OpKind, Operand, PassKind, Plan, Tensor,
 };
 
-use crate::abi::{ParamLayout, Picks, Variant};
+use crate::abi::{ParamLayout, Picks, Still, Variant};
 use crate::codegen::Bounds;
 use crate::error::{Error, Result};
 use crate::jit::{self, Code, Listing, PassFn};
@@ -156,23 +156,40 @@ impl Kernel {
     }
 
     /// Compiles every pass of `key` in the `Strided` and `Contiguous` variants, in
+    /// `Broadcast` with the index still where the index walks the innermost loop, in
     /// `Touched` where the pass reads lines ahead and in `Streamed` where it streams its
     /// row copies (`Contiguous` and `Touched` in both forms of their picks where an index
     /// moves an access), and returns their text: CLIF as built, CLIF optimized, machine
-    /// code.
+    /// code. Broadcasts of other accesses (a still source) are left out: which ones a call
+    /// holds still depends on its strides.
     pub fn listings(key: KernelKey) -> Result<Vec<Listing>> {
         refuse_strings(&key)?;
         let plan = Plan::new(key);
         let mut out = Vec::new();
         for nest in &plan.passes {
             // `Touched` where the pass has a line to read ahead (see `ParamLayout::read_ahead`),
-            // `Streamed` where it copies rows into a destination it writes in order.
+            // `Streamed` where it copies rows into a destination it writes in order, and
+            // `Broadcast` with the index still where it walks the innermost loop (PyTorch
+            // Geometric's `index.view(-1, 1).expand_as(src)`).
             let layout = ParamLayout::of(nest);
             let touched = layout.read_ahead != 0;
             let streamed = layout.streams_into.is_some();
             let picks = layout.picks_by_index();
+            let innermost = nest.depth.checked_sub(1).map(Coord::Loop);
+            let index_walks = nest
+                .index
+                .as_ref()
+                .zip(innermost)
+                .is_some_and(|(index, inner)| index.coords.contains(&inner));
+            let index_still = layout
+                .accesses
+                .iter()
+                .position(|a| a.operand == Operand::Indices)
+                .filter(|_| index_walks)
+                .map(|at| Variant::Broadcast(Still(1 << at), Picks::Strided));
             let variants = Variant::ALL
                 .into_iter()
+                .chain(index_still)
                 .chain(picks.then_some(Variant::Contiguous(Picks::Adjacent)))
                 .chain(touched.then_some(Variant::Touched(Picks::Strided)))
                 .chain((touched && picks).then_some(Variant::Touched(Picks::Adjacent)))
