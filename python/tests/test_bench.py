@@ -68,6 +68,14 @@ def test_extra_workloads_without_self_run_and_agree(capsys):
     runs_and_agrees(capsys, "--extra", names)
 
 
+def test_sorted_rows_are_a_sorted_batch_vector_expanded():
+    (pool,) = [w for w in bench.EXTRA if w.pattern == "sorted_rows"]
+    data, indices, updates = bench.inputs(pool, div=8)
+    rows = indices[:, 0]
+    assert indices.strides[1] == 0 and (np.diff(rows) >= 0).all()
+    assert len(np.unique(rows)) > 1 and rows.max() < data.shape[0]
+
+
 def test_layouts_mode_lays_its_operands_out_column_major(capsys):
     for w in bench.LAYOUTS:
         data, indices, updates = bench.inputs(w, div=8)

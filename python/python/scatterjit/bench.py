@@ -16,7 +16,8 @@ two tiny calls instead (a gather of 8 rows of a [1000, 64] table, a scatter add 
 [4, 16] into [16, 16]), where the time is the per-call overhead, in ns per call.
 ``--extra`` runs workloads outside the suite instead (transposed indices, rank-3 and
 rank-4 gathers, a scatter along axis 0 with narrow rows, multi-head and f16 GNN scatters,
-a shuffle along axis 0, max and min with ``include_self=False``), ``--half`` element-wise reductions of f16 and bf16 (bfloat16
+a shuffle along axis 0, max and min with ``include_self=False``, among them a global max
+pool over a sorted batch vector), ``--half`` element-wise reductions of f16 and bf16 (bfloat16
 needs ``ml_dtypes``), ``--layouts`` tables, updates and outputs laid out column-major.
 ``--sweep`` a grid of 145 workloads over ops, dtypes, reductions, ranks, axes and index
 layouts, to check that fast paths generalize. ``--mid`` runs eight mid-size calls (2^16
@@ -47,7 +48,7 @@ class Workload:
     indices: tuple
     axis: int
     reduction: str
-    pattern: str  # perm, uniform, uniform_rows
+    pattern: str  # perm, uniform, uniform_rows, sorted_rows (uniform_rows in increasing order)
     expanded: bool = False  # the index is a stride-0 view along the features (PyG style)
     transposed: bool = False  # the index's memory holds its transpose (dims reversed)
     # Operands ("data", "updates", "out": the ``into`` mode's output) laid out column-major.
@@ -80,8 +81,9 @@ WORKLOADS = [
 # array passes it, the same values as a dense one), gathers of rank 3 and 4 whose
 # trailing dims are a few elements, a scatter along axis 0 with 256-byte rows, the GNN
 # scatters of multi-head features (rank 3) and of f16, a shuffle along axis 0, and
-# reductions that start from the identity (``include_self=False``): PyG's max of messages
-# and an element-wise min.
+# reductions that start from the identity (``include_self=False``): PyG's max of messages,
+# an element-wise min, and PyG's global max pool (nodes into their graphs by a sorted
+# batch vector).
 EXTRA = [
     Workload("gather_elements_transposed_i64", "gather_elements",  "int64",   "int64", (16384, 512),     (16384, 512),    1, "none", "uniform", transposed=True),
     Workload("gather_elements_transposed_f16", "gather_elements",  "float16", "int64", (2048, 2048),     (2048, 2048),    0, "none", "uniform", transposed=True),
@@ -97,6 +99,7 @@ EXTRA = [
     Workload("scatter_none_perm_axis0_f32",    "scatter_elements", "float32", "int64", (4096, 1024),     (4096, 1024),    0, "none", "perm"),
     Workload("scatter_max_expanded_noself_f32", "scatter_elements", "float32", "int64", (50000, 64),     (400000, 64),    0, "max",  "uniform_rows", True, include_self=False),
     Workload("scatter_min_noself_f64",         "scatter_elements", "float64", "int64", (131072, 32),     (131072, 32),    1, "min",  "uniform", include_self=False),
+    Workload("scatter_max_pool_sorted_noself_f32", "scatter_elements", "float32", "int64", (128, 64),    (100000, 64),    0, "max",  "sorted_rows", True, include_self=False),
 ]
 
 # Other operands laid out column-major (``--layouts``), as ``weight.t()`` or a Fortran-ordered
@@ -213,8 +216,10 @@ def inputs(w, div=1):
     size = data_shape[w.axis]
     if w.pattern == "perm":
         indices = np.argsort(rng.random(index_shape), axis=w.axis).astype(w.index_dtype)
-    elif w.pattern == "uniform_rows":
+    elif w.pattern in ("uniform_rows", "sorted_rows"):
         rows = rng.integers(0, size, index_shape[w.axis]).astype(w.index_dtype)
+        if w.pattern == "sorted_rows":
+            rows.sort()
         shape = [1] * len(index_shape)
         shape[w.axis] = index_shape[w.axis]
         indices = np.broadcast_to(rows.reshape(shape), index_shape)
