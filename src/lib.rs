@@ -47,8 +47,8 @@ pub use jit::STREAM_FROM;
 #[doc(hidden)]
 pub use jit::{live_code, set_prefetch_from, set_stream_from, LiveCode};
 pub use kernel::{
-    set_engine_threads, set_parallel_grain, set_specialize_after, set_tile_picks, splits_from,
-    Geometry, Kernel, Prepared, SPECIALIZE_AFTER,
+    set_distinct_from, set_engine_threads, set_parallel_grain, set_specialize_after,
+    set_tile_picks, splits_from, Geometry, Kernel, Prepared, SPECIALIZE_AFTER,
 };
 pub use scatterjit_ir as ir;
 pub use scatterjit_ir::{DType, KernelKey, Op, OpKind, Reduction, Tensor};

@@ -766,20 +766,34 @@ pub fn engine_case() -> impl Strategy<Value = Case> {
     engine_case_of(
         prop::sample::select(numeric()),
         prop::sample::select(Reduction::ALL),
+        any::<bool>(),
     )
 }
 
-/// [`engine_case`] with the given dtypes and reductions.
+/// [`engine_case`]'s scatters from the identity (`use_init_val = false`): with an expanded
+/// index, into a destination of at most half as many slices, the init pass reads a copy of
+/// the index that names each destination slice once (`kernel::distinct`, from two slices
+/// in tests).
+pub fn distinct_init_case() -> impl Strategy<Value = Case> {
+    engine_case_of(
+        prop::sample::select(numeric()),
+        prop::sample::select(Reduction::ALL),
+        Just(false),
+    )
+}
+
+/// [`engine_case`] with the given dtypes, reductions and `use_init_val`.
 fn engine_case_of(
     dtype: impl Strategy<Value = DType>,
     reduction: impl Strategy<Value = Reduction>,
+    init: impl Strategy<Value = bool>,
 ) -> impl Strategy<Value = Case> {
     (
         dtype,
         prop::sample::select(index_dtypes()),
         1usize..=3,
         reduction,
-        any::<bool>(),
+        init,
         any::<u64>(),
     )
         .prop_flat_map(|(dtype, index_dtype, rank, reduction, init, seed)| {
@@ -1009,8 +1023,22 @@ proptest! {
 
     #[test]
     fn mean_on_the_parallel_engine_agrees_with_interpreter(
-        case in engine_case_of(prop::sample::select(mean_dtypes()), Just(Reduction::Mean)),
+        case in engine_case_of(
+            prop::sample::select(mean_dtypes()),
+            Just(Reduction::Mean),
+            any::<bool>(),
+        ),
     ) {
+        agrees(&case)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// Inits that fill each destination slice once (see [`distinct_init_case`]).
+    #[test]
+    fn inits_of_distinct_destinations_agree_with_interpreter(case in distinct_init_case()) {
         agrees(&case)?;
     }
 }

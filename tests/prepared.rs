@@ -18,7 +18,8 @@ use scatterjit_testkit::fuzzing::{pools, Strided};
 use scatterjit_testkit::values::same_values;
 
 use crate::differential::{
-    case, engine_case, lay_out, picked_lines_case, wide_gather_case, Case, Layout,
+    case, distinct_init_case, engine_case, lay_out, picked_lines_case, wide_gather_case, Case,
+    Layout,
 };
 
 /// The buffers of one call: data, indices, updates, and a garbage-filled output.
@@ -387,6 +388,31 @@ fn check_repeated(case: &Case) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a scatter of `case` on contiguous tensors starts from the identity through an
+/// index of one position off the axis into at most half as many destination slices: its
+/// init reads a copy of the index naming each destination once, made per call, so the
+/// call runs on views (`kernel::distinct`, from two slices in tests, see `pools`).
+fn inits_distinct(case: &Case) -> bool {
+    use scatterjit::Reduction;
+    let rank = case.data_shape.len() as i64;
+    let axis = if case.axis < 0 {
+        case.axis + rank
+    } else {
+        case.axis
+    };
+    let Ok(axis) = usize::try_from(axis) else {
+        return false;
+    };
+    let (data, index) = (&case.data_shape, &case.index_shape);
+    case.kind == scatterjit::ir::OpKind::ScatterElements
+        && !case.use_init_val
+        && !matches!(case.reduction, Reduction::None | Reduction::Mean)
+        && axis < data.len().min(index.len())
+        && (0..index.len()).all(|d| d == axis || index[d] == 1)
+        && index[axis] >= 2
+        && data[axis] * 2 <= index[axis]
+}
+
 /// Six calls of the free function `scatterjit::run` on contiguous tensors of one
 /// geometry, new values each time, with the process-wide cache: where the call is small,
 /// the first two take the ordinary path (after the second, the calling thread binds and
@@ -452,7 +478,7 @@ fn check_free_repeated(case: &Case) -> Result<(), String> {
             && interp::run(&op, &data, &indices, updates.as_ref())
                 .is_ok_and(|out| out.numel() < 4096);
         let mean = case.reduction == scatterjit::Reduction::Mean && updates.is_some();
-        let on_views = mean || case.kind == scatterjit::ir::OpKind::Gather;
+        let on_views = mean || case.kind == scatterjit::ir::OpKind::Gather || inits_distinct(case);
         // Scatters also run `scatter_` six times, which finds its kernel kept from the
         // third call on, whatever its size.
         let in_place_kept = if updates.is_some() && all_ok && case.dtype != DType::String {
@@ -562,6 +588,18 @@ proptest! {
     #[test]
     fn prepared_engine_calls_agree_with_run_into(case in engine_case()) {
         check(&case).map_err(TestCaseError::fail)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Prepared calls whose init reads a copy of the index naming each destination once
+    /// run on views, and repeat as the first call ran.
+    #[test]
+    fn prepared_inits_of_distinct_destinations_agree(case in distinct_init_case()) {
+        check(&case).map_err(TestCaseError::fail)?;
+        check_repeated(&case).map_err(TestCaseError::fail)?;
     }
 }
 

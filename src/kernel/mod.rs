@@ -14,6 +14,7 @@ mod bind;
 mod blocks;
 mod call;
 mod compact;
+mod distinct;
 mod mean;
 mod memo;
 mod new_output;
@@ -38,6 +39,7 @@ use crate::jit::{self, Code, Listing, PassFn};
 use crate::once::OnceOk;
 use crate::tensor::{self, TensorView, TensorViewMut};
 
+pub use distinct::set_distinct_from;
 pub(crate) use new_output::KeptCall;
 pub use prepared::{Geometry, Prepared};
 pub use schedule::{set_engine_threads, set_parallel_grain, set_tile_picks, splits_from};

@@ -153,8 +153,18 @@ impl Kernel {
                             .map_err(|stop| bad(pass, stop))?;
                     }
                     Some(updates) => {
+                        // An init that would fill destination slices again and again reads
+                        // a copy of the index naming each once (a sorted call's keys are
+                        // listed by bucket instead).
+                        let distinct = (pass == PassKind::Init && sorted.is_none())
+                            .then(|| self.distinct(out.shape(), indices))
+                            .flatten();
+                        let distinct_view = distinct.as_ref().map(|d| d.view()).transpose()?;
                         let mut ops = Operands::default()
-                            .with(Operand::Indices, read_indices.raw())
+                            .with(
+                                Operand::Indices,
+                                distinct_view.as_ref().unwrap_or(read_indices).raw(),
+                            )
                             .with(Operand::Updates, updates.raw())
                             .with(Operand::Output, out.raw());
                         if let Some(scratch) = scratch.as_mut() {

@@ -230,11 +230,13 @@ impl Kernel {
         let (mut most_work, mut copy_bytes) = (0i64, 0usize);
         // `mean`'s scratch is allocated per call: its calls run on views.
         let needs_scratch = abi::scratch_per_element(&self.plan) != 0;
-        // Gathers that run in blocks do so on views too.
+        // Gathers that run in blocks do so on views too, and so do inits that read a
+        // distinct copy of the index, made per call.
         let (shape, strides) = (data.shape(), data.raw().strides);
         let index = indices.raw();
         let in_blocks = self.takes_blocks(shape, strides, index.shape, index.strides);
-        let on_views = needs_scratch || in_blocks;
+        let distinct = self.inits_distinct(out.shape(), index.shape, index.strides);
+        let on_views = needs_scratch || in_blocks || distinct;
         for nest in self.plan.passes.iter().filter(|_| !on_views) {
             let pass = nest.pass;
             let ops = match pass {

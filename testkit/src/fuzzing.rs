@@ -477,7 +477,8 @@ pub(crate) fn hold_every_key() {
 
 /// Pools of 1 and 3 threads, with the parallel grain lowered (process-wide) to 2 elements
 /// so that small problems are split too, the engine spreading its buckets from 1 thread
-/// per position before the axis, so that the 3-thread pool runs them in parallel, passes
+/// per position before the axis, so that the 3-thread pool runs them in parallel, inits
+/// of two or more slices reading a copy of the index naming each destination once, passes
 /// specializing from their first call, so that small problems run the specialized
 /// variants (the `Strided` code they would run first is [`unspecialized`]'s), rows
 /// prefetched whatever the size of the tensor they pick from, Gather's rows streamed
@@ -498,6 +499,7 @@ pub fn pools() -> &'static [rayon::ThreadPool; 2] {
         // them for up to three such positions, the 1-thread pool for one (its buckets
         // run in order), and both sort for keys alone where there are more.
         scatterjit::set_engine_threads(1);
+        scatterjit::set_distinct_from(2, 1);
         scatterjit::set_specialize_after(0);
         scatterjit::set_prefetch_from(0);
         scatterjit::set_stream_from(0);
