@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use scatterjit_ir::{match_integer, PassKind};
+use scatterjit_ir::{match_integer, DType, PassKind};
 
 use super::Kernel;
 use crate::alloc;
@@ -51,7 +51,7 @@ pub(super) struct Distinct {
     shape: Vec<usize>,
     strides: Vec<isize>,
     buffer: Vec<u8>,
-    dtype: scatterjit_ir::DType,
+    dtype: DType,
 }
 
 impl Drop for Distinct {
