@@ -122,7 +122,7 @@ pub(crate) fn sort<'a>(
     if slices == 0 || size == 0 || shape.contains(&0) || size - 1 > u32::MAX as usize {
         return None;
     }
-    let layout = if uniform_by_layout(indices, axis) {
+    let layout = if uniform_by_layout(shape, strides, axis) {
         Slices::Broadcast {
             indices,
             stride: strides[axis],
@@ -301,10 +301,10 @@ impl<T: Default> Padded<T> {
     }
 }
 
-/// Whether `indices` is the same across each slice by its layout alone: stride 0 (or one
-/// position) along every dim but `axis`, as a broadcast or expanded view is.
-pub(crate) fn uniform_by_layout(indices: &TensorView<'_>, axis: usize) -> bool {
-    let (shape, strides) = (indices.shape(), indices.strides());
+/// Whether an index of this shape and these strides is the same across each slice by its
+/// layout alone: stride 0 (or one position) along every dim but `axis`, as a broadcast or
+/// expanded view is.
+pub(crate) fn uniform_by_layout(shape: &[usize], strides: &[isize], axis: usize) -> bool {
     (0..shape.len())
         .filter(|&d| d != axis)
         .all(|d| shape[d] == 1 || strides[d] == 0)

@@ -12,6 +12,7 @@ use scatterjit_ir::{match_integer, DType, PassKind};
 
 use super::Kernel;
 use crate::alloc;
+use crate::engine;
 use crate::error::Result;
 use crate::tensor::TensorView;
 
@@ -95,16 +96,13 @@ impl Kernel {
         if !init_through_index || axis >= index_shape.len().min(out_shape.len()) {
             return false;
         }
-        let broadcast = (0..index_shape.len())
-            .filter(|&d| d != axis)
-            .all(|d| index_shape[d] == 1 || index_strides[d] == 0);
         let slices = index_shape[axis];
         let slice_bytes = (0..index_shape.len())
             .filter(|&d| d != axis)
             .fold(self.plan.key.dtype().size(), |n, d| {
                 n.saturating_mul(index_shape[d])
             });
-        broadcast
+        engine::uniform_by_layout(index_shape, index_strides, axis)
             && !index_shape.contains(&0)
             && slices >= FROM[0].load(Ordering::Relaxed)
             && slice_bytes >= FROM[1].load(Ordering::Relaxed)

@@ -764,7 +764,7 @@ impl Kernel {
         }
         // Positions before the axis split the ordinary passes that many ways, in order;
         // the engine pays off only with as many more threads again.
-        let by_layout = engine::uniform_by_layout(indices, axis);
+        let by_layout = engine::uniform_by_layout(shape, indices.strides(), axis);
         let least = ENGINE_THREADS.load(Ordering::Relaxed);
         // Buckets repay their sort and hand-offs only where the apply would split: its rows
         // (the dims after the axis end in the last) weigh what the ordinary split weighs.
